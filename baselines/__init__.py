@@ -1,0 +1,1 @@
+"""Agents, trainers and evaluation harnesses (installed as ``cuda_gym.baselines``)."""

@@ -1,0 +1,1 @@
+"""Gymnasium environments of cuda_gym (installed as ``cuda_gym.envs``)."""

@@ -1,0 +1,42 @@
+"""Shared fixtures and the ``gpu`` marker: GPU tests are skipped where no CUDA device is visible."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "datasets"
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # pragma: no cover - torch import failure is reported by other tests
+        return False
+
+
+HAS_GPU = _has_gpu()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if HAS_GPU:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the lent H200: see docs/development.md)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The data root holding ``kernelbench/`` and ``ops6k/`` (``CUDA_GYM_DATA_DIR`` or ../shared/datasets)."""
+    env = os.environ.get("CUDA_GYM_DATA_DIR")
+    root = Path(env) if env else SHARED_DATA
+    if not (root / "kernelbench").is_dir():
+        pytest.skip(f"no data sets at {root}: set CUDA_GYM_DATA_DIR to a folder with kernelbench/ and ops6k/")
+    return root

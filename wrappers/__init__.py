@@ -1,0 +1,1 @@
+"""Wrappers for cuda_gym environments (installed as ``cuda_gym.wrappers``)."""
