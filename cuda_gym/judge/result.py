@@ -1,0 +1,224 @@
+"""The judge's verdict: one dataclass that every reward and observation is a pure function of."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Mode = Literal["verify", "profile", "full"]
+"""What an evaluation does: ``verify`` checks correctness only; ``profile`` also times the
+candidate and the references and collects a per-kernel profile; ``full`` is the final judgement
+(correctness, rules, timing, no profiler overhead)."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A broken rule or a detected hack: scores -1.
+
+    Attributes:
+        rule: short stable name (``torch-compute``, ``input-mutation``, ``infra-tamper``,
+            ``timer-patch``, ``thread``, ``stream``, ``tensor-subclass``, ``suspect-speedup``...).
+        message: one sentence saying what was found and what the rule is.
+        file: the file it was found in, relative to the workspace, when known.
+        line: 1-based line number, when known.
+    """
+
+    rule: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file:
+            where = f" ({self.file}:{self.line})" if self.line else f" ({self.file})"
+        return f"[{self.rule}] {self.message}{where}"
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One correctness check: one fresh input set, one comparison.
+
+    Attributes:
+        seed: the seed the inputs were drawn with.
+        passed: whether every output matched within tolerance.
+        max_abs_error: largest absolute difference over all outputs (``inf`` for NaN/shape errors).
+        max_rel_error: largest relative difference.
+        message: why it failed (shape, dtype, structure, non-finite, tolerance), empty if passed.
+        timed: whether this check was on the output of a timed call.
+    """
+
+    seed: int
+    passed: bool
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0
+    message: str = ""
+    timed: bool = False
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Timing of one program (candidate, eager or compile) in milliseconds.
+
+    Attributes:
+        median_ms: median over the timed calls.
+        min_ms, max_ms: extremes.
+        iqr_ms: interquartile range (the spread).
+        trials: number of timed calls.
+        host_median_ms: median host wall time per call with device-wide synchronization.
+        source: ``measured`` or ``cache`` (reference timings come from the on-disk cache).
+    """
+
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    iqr_ms: float
+    trials: int
+    host_median_ms: float = math.nan
+    source: str = "measured"
+
+
+@dataclass(frozen=True)
+class KernelStat:
+    """One row of a profiler table: a kernel (or op) name with calls, total time and share."""
+
+    name: str
+    calls: int
+    total_ms: float
+    share: float
+
+
+@dataclass
+class JudgeResult:
+    """Everything the judge found about one submission on one device.
+
+    Attributes:
+        task_id: the task judged.
+        mode: what was asked (``verify``, ``profile``, ``full``).
+        device: ``cuda:N`` or ``cpu``.
+        compiled: the extension built (or the single file imported).
+        compile_log: concise compiler output (errors first) when it did not build.
+        trials: every correctness check, including checks of timed outputs.
+        violations: broken rules and detected hacks; any one scores -1.
+        error: why the candidate could not be evaluated (crash, CUDA fault, timeout, OOM), if so.
+        candidate, eager, compile: timings (``None`` when not measured).
+        low_variance_output: the reference output barely varies across inputs, so a constant
+            could pass; users may filter such tasks.
+        profile: per-kernel table of the candidate; ``reference_profile`` of eager PyTorch.
+        fingerprint: hardware and software facts (GPU name, driver, torch, CUDA, host).
+        seconds: wall time of the whole evaluation; ``timed_seconds`` spent in timed calls.
+    """
+
+    task_id: str
+    mode: Mode
+    device: str
+    compiled: bool = False
+    compile_log: str = ""
+    trials: list[TrialResult] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    error: str = ""
+    candidate: Timing | None = None
+    eager: Timing | None = None
+    compile: Timing | None = None
+    low_variance_output: bool = False
+    profile: list[KernelStat] = field(default_factory=list)
+    reference_profile: list[KernelStat] = field(default_factory=list)
+    fingerprint: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    timed_seconds: float = 0.0
+
+    @property
+    def correct(self) -> bool:
+        """Compiled, ran without error, every trial passed, at least one trial ran."""
+        return self.compiled and not self.error and bool(self.trials) and all(t.passed for t in self.trials)
+
+    @property
+    def passed(self) -> bool:
+        """Correct and no violation: the submission counts."""
+        return self.correct and not self.violations
+
+    @property
+    def speedup_vs_eager(self) -> float:
+        """Eager median over candidate median; NaN when either is missing."""
+        return _ratio(self.eager, self.candidate)
+
+    @property
+    def speedup_vs_compile(self) -> float:
+        """``torch.compile`` median over candidate median; NaN when either is missing."""
+        return _ratio(self.compile, self.candidate)
+
+    def to_info(self) -> dict[str, Any]:
+        """Flat scalars for a Gymnasium ``info`` dict (vector envs batch them into arrays)."""
+        from cuda_gym.reward import milestone_reward
+
+        return {
+            "task_id": self.task_id,
+            "judge_mode": self.mode,
+            "compiled": self.compiled,
+            "correct": self.correct,
+            "passed": self.passed,
+            "violations": len(self.violations),
+            "violation": str(self.violations[0]) if self.violations else "",
+            "error": self.error,
+            "trials_passed": sum(t.passed for t in self.trials),
+            "trials": len(self.trials),
+            "candidate_ms": self.candidate.median_ms if self.candidate else math.nan,
+            "eager_ms": self.eager.median_ms if self.eager else math.nan,
+            "compile_ms": self.compile.median_ms if self.compile else math.nan,
+            "speedup_vs_eager": self.speedup_vs_eager,
+            "speedup_vs_compile": self.speedup_vs_compile,
+            "milestone": milestone_reward(self),
+            "low_variance_output": self.low_variance_output,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict of every field plus the derived verdicts."""
+        data = asdict(self)
+        data.update(
+            correct=self.correct,
+            passed=self.passed,
+            speedup_vs_eager=self.speedup_vs_eager,
+            speedup_vs_compile=self.speedup_vs_compile,
+        )
+        return data
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """``to_dict`` as JSON (NaN and inf written as null)."""
+        return json.dumps(_finite(self.to_dict()), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "JudgeResult":
+        """Inverse of ``to_dict`` (derived keys are ignored)."""
+        fields = dict(data)
+        for key in ("correct", "passed", "speedup_vs_eager", "speedup_vs_compile"):
+            fields.pop(key, None)
+        fields["trials"] = [TrialResult(**_nan(t)) for t in fields.get("trials", [])]
+        fields["violations"] = [Violation(**v) for v in fields.get("violations", [])]
+        for key in ("candidate", "eager", "compile"):
+            if fields.get(key) is not None:
+                fields[key] = Timing(**_nan(fields[key]))
+        fields["profile"] = [KernelStat(**k) for k in fields.get("profile", [])]
+        fields["reference_profile"] = [KernelStat(**k) for k in fields.get("reference_profile", [])]
+        return cls(**fields)
+
+
+def _ratio(num: Timing | None, den: Timing | None) -> float:
+    if num is None or den is None or not den.median_ms > 0:
+        return math.nan
+    return num.median_ms / den.median_ms
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _nan(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (math.nan if v is None and k.endswith(("_ms", "_error")) else v) for k, v in d.items()}
