@@ -24,3 +24,8 @@ __all__ = [
     "TaskError",
     "ToolError",
 ]
+
+# Gymnasium has no plugin discovery: importing cuda_gym registers its env ids.
+from cuda_gym.envs.registration import register_envs  # noqa: E402
+
+register_envs()

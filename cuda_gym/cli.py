@@ -22,7 +22,363 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     # Command groups register themselves below; keep one function per group.
+    _add_tasks_commands(sub)
+    _add_data_commands(sub)
+    _add_doctor_command(sub)
+    _add_demo_commands(sub)
     return parser
+
+
+def _add_demo_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """The ``demo`` and ``play`` commands (a scripted episode; an episode typed by a person)."""
+    demo = sub.add_parser(
+        "demo",
+        help="run one builtin episode with a scripted agent (GPU if present, else CPU)",
+        description="Run a whole builtin episode with a scripted agent that writes an honest solution, "
+        "compiles, verifies, profiles and submits; print the transcript and the reward.",
+    )
+    demo.add_argument("--device", choices=["cuda", "cpu"], default=None,
+                      help="device to run on (default: cuda when a GPU is visible, else cpu)")
+    demo.add_argument("--quiet", action="store_true", help="print only the reward line")
+    demo.set_defaults(func=cmd_demo)
+    play = sub.add_parser(
+        "play",
+        help="play an episode yourself, typing tool calls",
+        description="Play an episode of ENV_ID by typing tool calls or shortcuts; input may be piped.",
+        epilog=_play_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    play.add_argument("env_id", metavar="ENV_ID", help="a registered id, e.g. CpuKernel-Builtin-v0")
+    play.add_argument("--task", default=None, help="task id to play (default: drawn with --seed)")
+    play.add_argument("--seed", type=int, default=0, help="reset seed (default 0)")
+    play.add_argument("--device", choices=["cuda", "cpu"], default=None, help="override the id's device")
+    play.add_argument("--max-turns", type=int, default=None, help="override the turn budget")
+    play.set_defaults(func=cmd_play)
+
+
+def _play_help() -> str:
+    from cuda_gym.demo import PLAY_HELP
+
+    return PLAY_HELP
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``cuda-gym demo``: a scripted episode; exit code 0 when it scores at least 1."""
+    from cuda_gym.demo import run_demo
+
+    def show(action: str, observation: str) -> None:
+        if args.quiet:
+            return
+        if action:
+            print(f"\n>>> action\n{action}")
+        print(f"\n<<< observation\n{observation}", flush=True)
+
+    result = run_demo(args.device, on_step=show)
+    print(f"\nenv {result.env_id}, task {result.task_id}: {result.steps} steps, reward {result.reward:g} "
+          f"(compiled={result.info.get('compiled')}, correct={result.info.get('correct')}, "
+          f"speedup_vs_eager={result.info.get('speedup_vs_eager', float('nan')):.3g}, "
+          f"speedup_vs_compile={result.info.get('speedup_vs_compile', float('nan')):.3g})")
+    return 0 if result.reward >= 1 else 1
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    """``cuda-gym play ENV_ID``: read shortcuts or tool calls from stdin until the episode ends."""
+    import gymnasium as gym
+
+    import cuda_gym  # noqa: F401  (registers the ids)
+    from cuda_gym.demo import PLAY_HELP, edit_in_editor, parse_play_line, write_action
+
+    kwargs: dict = {}
+    if args.device:
+        kwargs["device"] = args.device
+    if args.max_turns:
+        kwargs["max_turns"] = args.max_turns
+        kwargs["max_episode_steps"] = args.max_turns
+    env = gym.make(args.env_id, **kwargs)
+    interactive = sys.stdin.isatty()
+    try:
+        obs, info = env.reset(seed=args.seed, options={"task_id": args.task} if args.task else None)
+        print(obs)
+        print(f"\n[task {info.get('task_id')}, {info.get('max_turns')} turns; type h for help]")
+        total = 0.0
+        while True:
+            if interactive:
+                print("> ", end="", flush=True)
+            line = sys.stdin.readline()
+            if not line:
+                print("\n[end of input: episode left unfinished]")
+                return 0
+            command = parse_play_line(line.rstrip("\n"))
+            if command.quit:
+                print("[quit]")
+                return 0
+            if command.help:
+                print(PLAY_HELP)
+                continue
+            action = command.action
+            if command.needs_body is not None:
+                body = []
+                for body_line in sys.stdin:
+                    if body_line.rstrip("\n") == "EOF":
+                        break
+                    body.append(body_line)
+                action = write_action(command.needs_body, "".join(body))
+            elif command.edit is not None:
+                ws = env.unwrapped.workspace
+                content = edit_in_editor(ws.root, command.edit)
+                if content is None:
+                    print("[editor failed: nothing written]")
+                    continue
+                action = write_action(command.edit, content)
+            if not action or not action.strip():
+                continue
+            obs, reward, terminated, truncated, info = env.step(action)
+            total += float(reward)
+            print(obs)
+            if terminated or truncated:
+                print(f"\n[episode over: reward {float(reward):g}, milestone {info.get('milestone')}, "
+                      f"{'submitted' if terminated else 'turn limit'}]")
+                return 0
+    finally:
+        env.close()
+
+
+# ------------------------------------------------------------------------- tasks, data, doctor
+
+_GB = 1e9
+
+
+def _fmt_bytes(n: int | None) -> str:
+    """``1.07 GB``-style sizes; ``?`` when unknown."""
+    if n is None:
+        return "?"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"
+
+
+def _add_tasks_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """The ``tasks`` group: ``tasks list`` and ``tasks show``."""
+    from cuda_gym.tasks.loaders import SOURCES
+
+    tasks = sub.add_parser("tasks", help="list and show tasks", description="List and show tasks of a task set.")
+    tsub = tasks.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND")
+    tsub.required = True
+    lst = tsub.add_parser(
+        "list",
+        help="list tasks with their level and memory need",
+        description="List the tasks of a task set: id, level and the bytes of inputs + parameters + "
+        "outputs (traced on the meta device; cached, so later runs are fast).",
+    )
+    lst.add_argument("--source", choices=SOURCES, default="builtin", help="task set (default: builtin)")
+    lst.add_argument("--level", type=int, action="append", default=None,
+                     help="keep only this level (repeat for several)")
+    lst.add_argument("--max-mem", type=float, default=None, metavar="GB",
+                     help="keep only tasks needing at most GB gigabytes (unknown sizes are dropped)")
+    lst.add_argument("--path", default=None, help="data folder or file (see `cuda-gym data path`)")
+    lst.add_argument("--size", choices=["small", "default"], default="default", help="builtin task size")
+    lst.add_argument("--no-facts", action="store_true", help="skip the memory column (no tracing)")
+    lst.set_defaults(func=cmd_tasks_list)
+    show = tsub.add_parser("show", help="print a task's code and facts",
+                           description="Print one task's metadata, memory facts and code.")
+    show.add_argument("task_id", metavar="ID", help="e.g. builtin/softmax, kernelbench/L1/23_Softmax, ops6k/00042")
+    show.add_argument("--path", default=None, help="data folder or file (custom tasks: their folder)")
+    show.add_argument("--size", choices=["small", "default"], default=None, help="builtin task size")
+    show.set_defaults(func=cmd_tasks_show)
+
+
+def cmd_tasks_list(args: argparse.Namespace) -> int:
+    """``cuda-gym tasks list``: a table of id, level and total bytes."""
+    from cuda_gym.errors import CudaGymError
+    from cuda_gym.tasks import facts_for, load_tasks
+
+    try:
+        tasks = load_tasks(args.source, path=args.path, level=args.level, size=args.size)
+    except CudaGymError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    need_facts = not args.no_facts or args.max_mem is not None
+    facts = facts_for(list(tasks), progress=True) if need_facts else {}
+    width = max([len(t.id) for t in tasks] + [2])
+    print(f"{'id':<{width}}  level  {'total':>10}")
+    shown = unknown = 0
+    for task in tasks:
+        total = facts[task.id].total_bytes if task.id in facts else None
+        if args.max_mem is not None:
+            if total is None:
+                unknown += 1
+                continue
+            if total > args.max_mem * _GB:
+                continue
+        shown += 1
+        print(f"{task.id:<{width}}  {task.level:>5}  {_fmt_bytes(total) if need_facts else '-':>10}")
+    notes = [f"{shown} of {len(tasks)} tasks"]
+    if unknown:
+        notes.append(f"{unknown} with unknown size left out")
+    if tasks.duplicates:
+        notes.append(f"{len(tasks.duplicates)} duplicates skipped")
+    if tasks.broken:
+        notes.append(f"{len(tasks.broken)} broken skipped")
+    print("# " + ", ".join(notes), file=sys.stderr)
+    return 0
+
+
+def cmd_tasks_show(args: argparse.Namespace) -> int:
+    """``cuda-gym tasks show ID``: metadata, facts and code of one task."""
+    import json
+
+    from cuda_gym.errors import CudaGymError
+    from cuda_gym.tasks import get_task
+
+    try:
+        task = get_task(args.task_id, path=args.path, size=args.size)
+    except CudaGymError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    facts = task.facts()
+    print(f"# {task.id}  (source {task.source}, level {task.level}, code sha256 {task.code_hash[:12]})")
+    for key, value in task.meta.items():
+        if key != "sizes":
+            print(f"# {key}: {json.dumps(value) if not isinstance(value, str) else value}")
+    print(f"# inputs {_fmt_bytes(facts.input_bytes)}, parameters {_fmt_bytes(facts.param_bytes)}, "
+          f"outputs {_fmt_bytes(facts.output_bytes)}, total {_fmt_bytes(facts.total_bytes)}")
+    if facts.input_shapes is not None:
+        shapes = ", ".join(f"{s} {d.removeprefix('torch.')}" for s, d in zip(facts.input_shapes, facts.input_dtypes or []))
+        print(f"# input shapes: {shapes}")
+    if facts.error:
+        print(f"# facts incomplete: {facts.error}")
+    print()
+    print(task.code.rstrip())
+    return 0
+
+
+def _add_data_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """The ``data`` group: ``data fetch`` and ``data path``."""
+    data = sub.add_parser("data", help="download data sets and show where they are",
+                          description="Download the KernelBench and Ops-6K data sets; show where they are found.")
+    dsub = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
+    dsub.required = True
+    fetch = dsub.add_parser("fetch", help="download a data set from the Hugging Face hub",
+                            description="Download a data set into the cache (cuda_gym.paths.cache_dir()/data).")
+    fetch.add_argument("name", choices=["kernelbench", "ops6k"], help="data set")
+    fetch.add_argument("--dest", default=None, help="download here instead of the cache")
+    fetch.set_defaults(func=cmd_data_fetch)
+    path = dsub.add_parser("path", help="show where each data set is found",
+                           description="Show the lookup order and where each data set is found, or not.")
+    path.add_argument("--path", default=None, help="an explicit data folder to check first")
+    path.set_defaults(func=cmd_data_path)
+
+
+def cmd_data_fetch(args: argparse.Namespace) -> int:
+    """``cuda-gym data fetch NAME``."""
+    from cuda_gym.data import fetch
+    from cuda_gym.errors import CudaGymError
+
+    try:
+        where = fetch(args.name, args.dest)
+    except CudaGymError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.name}: {where}")
+    return 0
+
+
+def _data_status(path: str | None = None) -> list[tuple[str, str]]:
+    """(data set, where found or why not) for each downloadable data set."""
+    from cuda_gym.errors import DataNotFoundError
+    from cuda_gym.tasks import find_dataset
+
+    rows = []
+    for name in ("kernelbench", "ops6k"):
+        try:
+            rows.append((name, str(find_dataset(name, path))))
+        except DataNotFoundError as exc:
+            rows.append((name, f"not found: {exc}"))
+    return rows
+
+
+def cmd_data_path(args: argparse.Namespace) -> int:
+    """``cuda-gym data path``: lookup order and where each data set is."""
+    from cuda_gym.paths import data_roots
+
+    print("lookup order: " + ", ".join(str(r) for r in data_roots(args.path)))
+    for name, where in _data_status(args.path):
+        print(f"{name}: {where}")
+    return 0
+
+
+def _add_doctor_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """The ``doctor`` command."""
+    doctor = sub.add_parser("doctor", help="check the installation: torch, CUDA, nvcc, sandbox, data",
+                            description="Report Python, torch and CUDA versions, GPUs, nvcc, the sandbox "
+                            "mode and where the data sets are.")
+    doctor.set_defaults(func=cmd_doctor)
+
+
+def _cuda_home() -> "Path | None":
+    """CUDA_HOME as the build module finds it, or a small lookup of our own."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    try:
+        from cuda_gym.build import find_cuda_home  # type: ignore[attr-defined]
+
+        return find_cuda_home()
+    except ImportError:
+        pass
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(str(Path(nvcc).resolve().parent.parent))
+    for c in candidates:
+        if c and (Path(c) / "bin" / "nvcc").exists():
+            return Path(c)
+    return None
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """``cuda-gym doctor``: one line per component; exit 0 unless torch is unusable."""
+    import platform
+    import re
+    import shutil
+    import subprocess
+
+    print(f"python: {platform.python_version()} ({sys.executable})")
+    try:
+        import torch
+    except ImportError as exc:
+        print(f"torch: NOT importable ({exc}); pip install torch")
+        return 1
+    print(f"torch: {torch.__version__} (built for CUDA {torch.version.cuda or 'none'})")
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            print(f"gpu {i}: {props.name}, {props.total_memory / 2**30:.0f} GiB, sm_{props.major}{props.minor}")
+    else:
+        print("gpu: none visible (CPU device only: CpuKernel-* envs; compile still works)")
+    home = _cuda_home()
+    print(f"CUDA_HOME: {home if home else 'not found; set CUDA_HOME to your CUDA toolkit'}")
+    nvcc = str(home / "bin" / "nvcc") if home else shutil.which("nvcc")
+    if nvcc:
+        try:
+            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+            match = re.search(r"release ([\d.]+)", out)
+            print(f"nvcc: {nvcc} (release {match.group(1) if match else 'unknown'})")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            print(f"nvcc: {nvcc} does not run ({exc})")
+    else:
+        print("nvcc: not found; install the CUDA toolkit or set CUDA_HOME")
+    try:
+        from cuda_gym.sandbox import sandbox_mode
+
+        print(f"sandbox: {sandbox_mode()}")
+    except ImportError:
+        print("sandbox: module not available")
+    for name, where in _data_status():
+        print(f"data {name}: {where}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,1 +1,7 @@
-"""TODO"""
+"""Trusted verification and timing: the judge, its configuration and its verdict."""
+
+from cuda_gym.judge.config import PEAKS, JudgeConfig
+from cuda_gym.judge.judge import Judge
+from cuda_gym.judge.result import JudgeResult, KernelStat, Mode, TrialResult, Timing, Violation
+
+__all__ = ["PEAKS", "Judge", "JudgeConfig", "JudgeResult", "KernelStat", "Mode", "Timing", "TrialResult", "Violation"]

@@ -1,5 +1,18 @@
 """Tasks and task sets: builtin, KernelBench, CUDA-Agent-Ops-6K and custom directories."""
 
-from cuda_gym.tasks.task import LoadedTask, Task
+from cuda_gym.tasks.facts import TaskFacts, facts_for
+from cuda_gym.tasks.loaders import SOURCES, TaskSet, find_dataset, get_task, load_tasks
+from cuda_gym.tasks.task import LoadedTask, Task, check_code
 
-__all__ = ["LoadedTask", "Task"]
+__all__ = [
+    "LoadedTask",
+    "SOURCES",
+    "Task",
+    "TaskFacts",
+    "TaskSet",
+    "check_code",
+    "facts_for",
+    "find_dataset",
+    "get_task",
+    "load_tasks",
+]

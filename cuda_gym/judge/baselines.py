@@ -1,0 +1,63 @@
+"""The on-disk cache of reference timings (eager and ``torch.compile``) per task, device, torch and dtype."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+log = logging.getLogger(__name__)
+
+
+def _component(text: str) -> str:
+    """A path component from free text (GPU names have spaces; torch versions have ``+``)."""
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("_") or "unknown"
+
+
+class BaselineCache:
+    """``<root>/<task code_hash>/<device name>/<torch version>/<dtype>.json``, written atomically under a lock.
+
+    Each entry holds ``eager`` and ``compile`` timings (``Timing`` fields, or ``None`` when
+    ``torch.compile`` failed, with its ``compile_error``), the harness settings and the fingerprint.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def path(self, code_hash: str, device_name: str, torch_version: str, dtype: str) -> Path:
+        """Where the entry for these keys lives."""
+        return self.root / code_hash / _component(device_name) / _component(torch_version) / f"{_component(dtype)}.json"
+
+    def get(self, path: Path) -> dict[str, Any] | None:
+        """The entry at ``path``, or ``None`` when absent or unreadable (a broken entry is remeasured)."""
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable baseline cache entry %s: %s", path, exc)
+            return None
+        return data if isinstance(data, dict) and "eager" in data else None
+
+    def put(self, path: Path, data: dict[str, Any]) -> None:
+        """Store ``data`` at ``path`` atomically."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+
+    @contextmanager
+    def lock(self, path: Path) -> Iterator[None]:
+        """Hold an exclusive lock for ``path`` (so concurrent judges measure each baseline once)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_name(path.name + ".lock"), "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)

@@ -1,0 +1,181 @@
+"""The judge's settings: one dataclass shared by the Python API, ``gym.make`` kwargs and the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cuda_gym.errors import JudgeError
+
+DEFAULT_TOLERANCE = 1e-2
+"""atol = rtol for every float dtype unless configured (the CUDA Agent paper's setting)."""
+
+PEAKS: dict[str, dict[str, float]] = {
+    # Dense peaks used by the speed-of-light floor. Tensor-core peaks are used for every float dtype so
+    # that the floor stays a lower bound even for candidates that legitimately use TF32/bf16 GEMMs.
+    "H200": {"bandwidth_tbs": 4.8, "fp32_tflops": 67.0, "tf32_tflops": 495.0, "bf16_tflops": 990.0},
+    "H100": {"bandwidth_tbs": 3.35, "fp32_tflops": 67.0, "tf32_tflops": 495.0, "bf16_tflops": 990.0},
+}
+"""Peak memory bandwidth (TB/s) and dense throughput (TFLOP/s) per GPU model, matched by substring
+of ``torch.cuda.get_device_name()``. Unknown GPUs and the CPU skip the speed-of-light check."""
+
+
+@dataclass
+class JudgeConfig:
+    """How the judge verifies and times a submission. Defaults are the values that work on an H200."""
+
+    device: str = "cuda:0"
+    """Where candidate and reference run: ``cuda:N`` or ``cpu``."""
+
+    correctness_trials: int = 5
+    """Correctness checks, each on fresh random inputs (a fresh 63-bit seed per trial)."""
+
+    atol: dict[str, float] = field(default_factory=dict)
+    """Absolute tolerance per float dtype name (``float32``, ``float16``, ``bfloat16``, ``float64``);
+    missing dtypes use ``DEFAULT_TOLERANCE``. Integer and bool outputs are compared exactly."""
+
+    rtol: dict[str, float] = field(default_factory=dict)
+    """Relative tolerance per float dtype name; missing dtypes use ``DEFAULT_TOLERANCE``."""
+
+    warmup: int = 5
+    """Untimed warm-up calls before the timed calls (fresh inputs each)."""
+
+    timed_calls: int | None = None
+    """Timed calls, each on fresh inputs; ``None`` means 50 on a GPU and 10 on the CPU."""
+
+    checked_timed_calls: int = 3
+    """How many timed calls, chosen at random and kept secret, have their outputs checked too."""
+
+    profile_calls: int = 3
+    """Calls run under ``torch.profiler`` in ``profile`` mode (after timing, never timed)."""
+
+    timeout_s: float = 120.0
+    """Wall-time limit of one candidate run for loading, init and correctness checks."""
+
+    timing_budget_s: float = 120.0
+    """Extra wall time granted to the candidate run when it is timed (``profile``/``full``)."""
+
+    single_file_build_s: float = 600.0
+    """Extra wall time for a single-file submission, which compiles ``load_inline`` code in the run."""
+
+    reference_timeout_s: float = 900.0
+    """Limit of one request to the reference worker (includes ``torch.compile`` of the baseline)."""
+
+    max_speedup: float = 50.0
+    """A speedup over eager above this is a ``suspect-speedup`` violation (0 disables)."""
+
+    sol_factor: float = 0.5
+    """A candidate median below this fraction of the speed-of-light floor is ``suspect-speedup``
+    (0 disables). The floor is max(FLOPs / peak, (input + output bytes) / bandwidth)."""
+
+    peaks: dict[str, dict[str, float]] | None = None
+    """Override of ``PEAKS`` (same shape); an empty dict disables the speed-of-light check."""
+
+    thread_allowance: int | None = None
+    """OS threads a candidate may add (OpenMP pools); ``None``: the CPU count on ``cpu``, 2 on CUDA.
+    Any new Python thread is always a ``thread`` violation."""
+
+    memory_bytes: int | None = 32 * 2**30
+    """Host memory limit of the candidate process (RLIMIT_AS on the CPU, RLIMIT_DATA on GPUs)."""
+
+    output_limit: int = 4000
+    """Characters of crash output or compile log kept in a result."""
+
+    init_seed: int = 42
+    """Seed under which both ``Model`` and ``ModelNew`` are constructed."""
+
+    compile_baseline: bool = True
+    """Time ``torch.compile(model)`` as the second baseline (``False``: compile timing is ``None``)."""
+
+    use_cache: bool = True
+    """Read and write reference timings in the on-disk baseline cache."""
+
+    cache_judgements: bool = True
+    """Reuse the verdict of an identical earlier submission (same task, sources, device, config, mode)."""
+
+    cache_dir: Path | None = None
+    """Root of the judge's caches; ``None`` means ``cuda_gym.paths.cache_dir()``."""
+
+    work_dir: Path | None = None
+    """Where per-evaluation job directories are made; ``None`` means the system temp directory."""
+
+    torch_extensions_dir: Path | None = None
+    """``TORCH_EXTENSIONS_DIR`` for single-file ``load_inline`` builds (writable by candidates);
+    ``None`` means ``<cache_dir>/judge/torch_extensions``."""
+
+    build: Any = None
+    """A ``cuda_gym.build.BuildConfig`` for workspace builds; ``None`` uses its defaults."""
+
+    keep_jobs: bool = False
+    """Keep job directories after evaluation (for debugging)."""
+
+    def __post_init__(self) -> None:
+        if self.device != "cpu" and not self.device.startswith("cuda"):
+            raise JudgeError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
+        if self.device == "cuda":
+            self.device = "cuda:0"
+        if self.correctness_trials < 1:
+            raise JudgeError("correctness_trials must be at least 1: a verdict needs one checked output")
+        for name in ("warmup", "checked_timed_calls", "profile_calls"):
+            if getattr(self, name) < 0:
+                raise JudgeError(f"{name} must be >= 0")
+        if self.timed_calls is not None and self.timed_calls < 1:
+            raise JudgeError("timed_calls must be >= 1 (or None for the device default)")
+        for name in ("cache_dir", "work_dir", "torch_extensions_dir"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Path):
+                setattr(self, name, Path(value).expanduser())
+
+    @property
+    def is_cuda(self) -> bool:
+        """Whether the device is a GPU."""
+        return self.device.startswith("cuda")
+
+    @property
+    def n_timed(self) -> int:
+        """Timed calls per timing run (the device default when ``timed_calls`` is ``None``)."""
+        if self.timed_calls is not None:
+            return self.timed_calls
+        return 50 if self.is_cuda else 10
+
+    @property
+    def n_checked(self) -> int:
+        """Timed calls whose outputs are checked (never more than the timed calls)."""
+        return min(self.checked_timed_calls, self.n_timed)
+
+    def tolerance(self, dtype_name: str) -> tuple[float, float]:
+        """``(atol, rtol)`` for a float dtype name such as ``float32``."""
+        return (self.atol.get(dtype_name, DEFAULT_TOLERANCE), self.rtol.get(dtype_name, DEFAULT_TOLERANCE))
+
+    def tolerances(self) -> dict[str, tuple[float, float]]:
+        """Tolerances of every float dtype, as sent to the reference worker."""
+        names = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")
+        names += tuple(k for k in {**self.atol, **self.rtol} if k not in names)
+        return {name: self.tolerance(name) for name in names}
+
+    def peak_table(self) -> dict[str, dict[str, float]]:
+        """The peak table in use (``peaks`` or ``PEAKS``)."""
+        return PEAKS if self.peaks is None else self.peaks
+
+    def fingerprint(self) -> str:
+        """A stable JSON of the settings that change a verdict (part of the judgement cache key)."""
+        skip = {"use_cache", "cache_judgements", "cache_dir", "work_dir", "keep_jobs", "torch_extensions_dir", "build"}
+        data = {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
+        data["build"] = repr(self.build)
+        return json.dumps(data, sort_keys=True, default=str)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | "JudgeConfig" | None) -> "JudgeConfig":
+        """A config from a dict of field values (unknown keys raise ``JudgeError`` naming the fields)."""
+        if data is None:
+            return cls()
+        if isinstance(data, JudgeConfig):
+            return data
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise JudgeError(f"unknown JudgeConfig field(s) {unknown}; valid fields: {sorted(names)}")
+        return cls(**data)

@@ -1,0 +1,399 @@
+"""The measurement harness shared by both judge workers: inputs, timing, poisoning, profiling, facts.
+
+Both the reference worker and the candidate worker call these functions, so the candidate and the
+baselines are timed by exactly the same code. Nothing here imports candidate code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import math
+import os
+import platform
+import random
+import socket
+import statistics
+import threading
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+
+log = logging.getLogger(__name__)
+
+_perf_counter = time.perf_counter
+
+M_MMAP_THRESHOLD = -3
+M_PERTURB = -6
+PERTURB_BYTE = 0x80
+"""glibc fills fresh ``malloc`` memory with ``PERTURB_BYTE ^ 0xff`` = 0x7f: float32 3.4e38, fp16 NaN."""
+
+MAX_MMAP_THRESHOLD = 32 * 1024 * 1024
+"""glibc's largest mmap threshold on 64-bit: CPU allocations above it get fresh (zero) pages, unpoisoned."""
+
+
+def load_task_module(code: str, name: str = "cuda_gym_task") -> types.ModuleType:
+    """Execute trusted task code in a fresh module (registered in ``sys.modules`` while it runs)."""
+    import sys
+
+    module = types.ModuleType(name)
+    module.__file__ = f"<task {name}>"
+    sys.modules[name] = module
+    exec(compile(code, module.__file__, "exec"), module.__dict__)
+    for attr in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(module, attr):
+            raise RuntimeError(f"the task code defines no {attr}")
+    return module
+
+
+def seed_everything(seed: int) -> None:
+    """Seed torch (every device), Python's ``random`` and NumPy from one 63-bit seed."""
+    torch.manual_seed(seed)
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed % (2**32))
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+
+
+def _to_list(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def make_inputs(get_inputs: Callable[[], Any], seed: int, device: str) -> list[Any]:
+    """``get_inputs()`` under ``seed``, created directly on ``device``; stray tensors are moved there."""
+    seed_everything(seed)
+    with torch.device(device):
+        inputs = _to_list(get_inputs())
+    return [x.to(device) if isinstance(x, torch.Tensor) and x.device != torch.device(device) else x for x in inputs]
+
+
+def make_init_inputs(get_init_inputs: Callable[[], Any], seed: int, device: str) -> list[Any]:
+    """``get_init_inputs()`` under ``seed`` (tensors created on ``device``)."""
+    seed_everything(seed)
+    with torch.device(device):
+        return _to_list(get_init_inputs())
+
+
+def build_model(cls: type, init_inputs: Sequence[Any], seed: int, device: str) -> torch.nn.Module:
+    """``cls(*init_inputs)`` constructed under ``seed`` on ``device``, moved there and in eval mode."""
+    seed_everything(seed)
+    with torch.device(device):
+        model = cls(*init_inputs)
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device).eval()
+    return model
+
+
+def synchronize(device: str) -> None:
+    """Device-wide synchronization (every stream); a no-op on the CPU."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+class L2Flusher:
+    """Writes a buffer twice the size of the GPU's L2 cache so no call starts with a warm cache."""
+
+    def __init__(self, device: str) -> None:
+        self.buffer: torch.Tensor | None = None
+        if device.startswith("cuda"):
+            l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+            size = max(2 * l2, 64 * 1024 * 1024)
+            self.buffer = torch.empty(size // 4, dtype=torch.int32, device=device)
+
+    def __call__(self) -> None:
+        if self.buffer is not None:
+            self.buffer.fill_(0x5A5A)
+
+
+@dataclass
+class CallTime:
+    """One timed call: device-event milliseconds (host time on the CPU) and host milliseconds."""
+
+    event_ms: float
+    host_ms: float
+
+
+def timed_call(model: Callable[..., Any], inputs: Sequence[Any], device: str) -> tuple[Any, CallTime]:
+    """Run ``model(*inputs)`` once inside the timing window; return its output and the times.
+
+    On CUDA: ``start.record(); out = model(*x); torch.cuda.synchronize(); end.record();
+    end.synchronize()``, so side streams are inside the window; the host clock surrounds the same region.
+    """
+    if device.startswith("cuda"):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        t0 = _perf_counter()
+        start.record()
+        out = model(*inputs)
+        torch.cuda.synchronize(device)
+        end.record()
+        end.synchronize()
+        t1 = _perf_counter()
+        return out, CallTime(float(start.elapsed_time(end)), (t1 - t0) * 1000.0)
+    t0 = _perf_counter()
+    out = model(*inputs)
+    t1 = _perf_counter()
+    ms = (t1 - t0) * 1000.0
+    return out, CallTime(ms, ms)
+
+
+def run_timing(
+    model: Callable[..., Any],
+    get_inputs: Callable[[], Any],
+    device: str,
+    warmup_seeds: Sequence[int],
+    timed_seeds: Sequence[int],
+    keep: Callable[[int, Any], None] | None = None,
+    keep_indices: Sequence[int] = (),
+    after_call: Callable[[], None] | None = None,
+) -> list[CallTime]:
+    """Warm-up calls, then one timed call per seed, each on fresh inputs made outside the window.
+
+    Before each timed call: inputs are generated, the L2 cache flushed and the device synchronized.
+    ``keep(i, out)`` receives the outputs of the calls in ``keep_indices``; ``after_call`` runs after
+    every call (thread checks).
+    """
+    flusher = L2Flusher(device)
+    wanted = set(keep_indices)
+    with torch.no_grad():
+        for seed in warmup_seeds:
+            inputs = make_inputs(get_inputs, seed, device)
+            out = model(*inputs)
+            synchronize(device)
+            del out, inputs
+            if after_call:
+                after_call()
+        times: list[CallTime] = []
+        for i, seed in enumerate(timed_seeds):
+            inputs = make_inputs(get_inputs, seed, device)
+            flusher()
+            synchronize(device)
+            out, t = timed_call(model, inputs, device)
+            times.append(t)
+            if keep is not None and i in wanted:
+                keep(i, out)
+            del out, inputs
+            if after_call:
+                after_call()
+    return times
+
+
+def summarize(times: Sequence[CallTime]) -> dict[str, float | int]:
+    """Median, min, max, IQR of the event times and the host median, as ``Timing`` fields."""
+    ev = sorted(t.event_ms for t in times)
+    host = [t.host_ms for t in times]
+    q = statistics.quantiles(ev, n=4, method="inclusive") if len(ev) >= 2 else [ev[0], ev[0], ev[0]]
+    return {
+        "median_ms": statistics.median(ev),
+        "min_ms": ev[0],
+        "max_ms": ev[-1],
+        "iqr_ms": q[2] - q[0],
+        "trials": len(ev),
+        "host_median_ms": statistics.median(host),
+    }
+
+
+class MemoryPoison:
+    """Makes memory handed out by the allocators hold garbage, so ``empty`` outputs never pass.
+
+    CUDA: empty the caching allocator, then allocate a NaN-filled (or 0x7f-filled for integer outputs)
+    buffer about twice the expected output size and free it; the next allocations reuse that block.
+    CPU: glibc's ``M_PERTURB`` fills every fresh ``malloc`` with 0x7f bytes (float32 3.4e38, fp16 NaN)
+    and the mmap threshold is raised to its maximum (32 MiB), so allocations up to that size are
+    poisoned; larger CPU allocations get fresh zero pages from the kernel and are not.
+    """
+
+    def __init__(self, device: str, output_bytes: int, integer_output: bool) -> None:
+        self.device = device
+        self.nbytes = max(2 * int(output_bytes), 4096)
+        self.integer_output = integer_output
+        self._libc: Any = None
+        if not device.startswith("cuda"):
+            try:
+                self._libc = ctypes.CDLL(None)
+            except OSError:  # pragma: no cover - non-glibc platforms
+                self._libc = None
+
+    def arm(self) -> None:
+        """Poison before a call."""
+        if self.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+            if self.integer_output:
+                buf = torch.full((self.nbytes,), 0x7F, dtype=torch.uint8, device=self.device)
+            else:
+                buf = torch.full((self.nbytes // 4,), float("nan"), dtype=torch.float32, device=self.device)
+            torch.cuda.synchronize(self.device)
+            del buf
+        elif self._libc is not None:
+            self._libc.mallopt(M_MMAP_THRESHOLD, MAX_MMAP_THRESHOLD)
+            self._libc.mallopt(M_PERTURB, PERTURB_BYTE)
+
+    def disarm(self) -> None:
+        """Stop poisoning (CPU: timed calls must not pay for the memset)."""
+        if self._libc is not None:
+            self._libc.mallopt(M_PERTURB, 0)
+
+
+def thread_counts() -> tuple[int, int]:
+    """``(Python threads, OS threads of this process)``."""
+    try:
+        os_threads = len(os.listdir("/proc/self/task"))
+    except OSError:  # pragma: no cover - non-Linux
+        os_threads = threading.active_count()
+    return threading.active_count(), os_threads
+
+
+def warm_device(device: str) -> None:
+    """Start the runtime's own threads (CUDA context, OpenMP pool) before thread counts are taken."""
+    x = torch.randn(256, 256, device=device)
+    (x @ x).sum().item()
+    (x + 1).relu_().sum().item()
+    synchronize(device)
+
+
+def iter_leaves(obj: Any, path: str = "out") -> Iterator[tuple[str, Any]]:
+    """Every leaf of a nested output (tuple/list/dict) with its path, in a fixed order."""
+    if isinstance(obj, (tuple, list)):
+        for i, v in enumerate(obj):
+            yield from iter_leaves(v, f"{path}[{i}]")
+    elif isinstance(obj, dict):
+        for k in obj:
+            yield from iter_leaves(obj[k], f"{path}[{k!r}]")
+    else:
+        yield path, obj
+
+
+def output_facts(out: Any) -> dict[str, Any]:
+    """Bytes and kind of an output: drives memory poisoning and the file-size bound."""
+    nbytes = 0
+    integer = False
+    for _, leaf in iter_leaves(out):
+        if isinstance(leaf, torch.Tensor):
+            nbytes += leaf.numel() * leaf.element_size()
+            integer = integer or not (leaf.is_floating_point() or leaf.is_complex())
+    return {"output_bytes": nbytes, "integer_output": integer}
+
+
+def input_bytes(inputs: Sequence[Any]) -> int:
+    """Bytes of the tensor inputs."""
+    return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+
+
+def input_dtype(inputs: Sequence[Any]) -> str:
+    """The dtype name of the first floating-point input (``none`` when there is none)."""
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            return str(x.dtype).replace("torch.", "")
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            return str(x.dtype).replace("torch.", "")
+    return "none"
+
+
+def count_flops(model: Callable[..., Any], inputs: Sequence[Any]) -> int:
+    """FLOPs of one forward counted by ``FlopCounterMode`` (matmul/conv/attention; 0 if it fails)."""
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            model(*inputs)
+        return int(counter.get_total_flops())
+    except Exception as exc:  # noqa: BLE001 - the count is advisory
+        log.debug("flop count failed: %s", exc)
+        return 0
+
+
+def profile_table(
+    model: Callable[..., Any], get_inputs: Callable[[], Any], device: str, seeds: Sequence[int], top: int = 15
+) -> list[dict[str, Any]]:
+    """Top kernels (CUDA) or ops (CPU) over calls under ``torch.profiler``: name, calls, total ms, share."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.startswith("cuda")
+    activities = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+    inputs_list = [make_inputs(get_inputs, s, device) for s in seeds]
+    synchronize(device)
+    with torch.no_grad(), profile(activities=activities) as prof:
+        for inputs in inputs_list:
+            model(*inputs)
+            synchronize(device)
+    rows: list[tuple[str, int, float]] = []
+    for ev in prof.key_averages():
+        if cuda:
+            t_us = float(getattr(ev, "self_device_time_total", 0.0) or getattr(ev, "self_cuda_time_total", 0.0))
+            if str(getattr(ev, "device_type", "")).endswith("CUDA") and t_us > 0:
+                rows.append((ev.key, int(ev.count), t_us / 1000.0))
+            elif t_us > 0 and not ev.key.startswith("aten::"):
+                rows.append((ev.key, int(ev.count), t_us / 1000.0))
+        else:
+            t_us = float(ev.self_cpu_time_total)
+            if t_us > 0 and not ev.key.startswith("ProfilerStep"):
+                rows.append((ev.key, int(ev.count), t_us / 1000.0))
+    total = sum(r[2] for r in rows) or 1.0
+    rows.sort(key=lambda r: -r[2])
+    return [{"name": n[:200], "calls": c, "total_ms": t, "share": t / total} for n, c, t in rows[:top]]
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo (or ``platform.processor()``)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:  # pragma: no cover - non-Linux
+        pass
+    return platform.processor() or platform.machine()
+
+
+def device_name(device: str) -> str:
+    """The GPU model, or ``<cpu model> (<n> threads)`` on the CPU: a baseline-cache path component."""
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(device)
+    return f"{cpu_model()} ({torch.get_num_threads()} threads)"
+
+
+def fingerprint(device: str) -> dict[str, str]:
+    """Hardware and software facts of this process's device: GPU, driver, torch, CUDA, Python, host."""
+    facts = {
+        "device": device,
+        "device_name": device_name(device),
+        "torch": torch.__version__,
+        "cuda": str(torch.version.cuda),
+        "python": platform.python_version(),
+        "hostname": socket.gethostname(),
+        "cpu": cpu_model(),
+        "torch_threads": str(torch.get_num_threads()),
+    }
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(device)
+        facts["gpu"] = props.name
+        facts["capability"] = f"{props.major}.{props.minor}"
+        facts["gpu_memory_gib"] = f"{props.total_memory / 2**30:.1f}"
+        try:
+            facts["driver"] = Path("/proc/driver/nvidia/version").read_text().split("Kernel Module")[1].split()[0]
+        except (OSError, IndexError):
+            facts["driver"] = "unknown"
+    return facts
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` through a temporary name and ``os.replace``."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, default=_json_default))
+    os.replace(tmp, path)
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return str(obj)

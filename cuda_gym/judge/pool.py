@@ -1,0 +1,161 @@
+"""The orchestrator's handle on the reference worker: a pool of one process, restarted after faults."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import selectors
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cuda_gym.errors import JudgeError
+from cuda_gym.text import clean_output
+
+log = logging.getLogger(__name__)
+
+
+def package_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a judge worker: ours, plus ``PYTHONPATH`` so ``cuda_gym`` imports from a checkout."""
+    import cuda_gym
+
+    root = str(Path(cuda_gym.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.update(extra or {})
+    return env
+
+
+class ReferenceWorker:
+    """A long-lived ``cuda_gym.judge.reference_worker`` process for one device.
+
+    ``request(req)`` sends one JSON request and waits for its answer; a crash, a timeout or a
+    protocol error kills the process and raises ``JudgeError``; the next request starts a fresh one.
+    """
+
+    def __init__(self, device: str, log_dir: Path, timeout_s: float) -> None:
+        self.device = device
+        self.timeout_s = timeout_s
+        self.log_path = log_dir / f"reference_worker_{os.getpid()}_{device.replace(':', '')}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._buf = b""
+        self.fingerprint: dict[str, str] = {}
+        self.device_name = ""
+        self.prepared = ""
+
+    @property
+    def alive(self) -> bool:
+        """Whether the process is running."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        """Start the process (if needed) and read its fingerprint."""
+        if self.alive:
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        errlog = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "cuda_gym.judge.reference_worker", "--device", self.device],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errlog,
+                env=package_env(),
+                start_new_session=True,
+            )
+        finally:
+            errlog.close()
+        self._buf = b""
+        self.prepared = ""
+        hello = self.request({"op": "hello"}, timeout_s=300)
+        self.fingerprint = hello["fingerprint"]
+        self.device_name = hello["device_name"]
+
+    def request(self, req: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
+        """Send ``req``; return the answer (``ok`` true) or raise ``JudgeError`` (restart on the next call)."""
+        if not self.alive:
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            self._fail(f"the reference worker is gone ({exc})")
+        line = self._readline(self.timeout_s if timeout_s is None else timeout_s, req.get("op", "?"))
+        try:
+            answer = json.loads(line)
+        except json.JSONDecodeError:
+            self._fail(f"the reference worker answered garbage: {line[:200]!r}")
+        if not answer.get("ok"):
+            if not self.alive:
+                self.kill()
+            raise JudgeError(
+                f"the reference program failed in {req.get('op')!r}: {answer.get('error')}\n"
+                f"{answer.get('traceback', '')}Check that the task runs on {self.device}."
+            )
+        return answer
+
+    def _readline(self, timeout_s: float, op: str) -> str:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buf:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._fail(f"the reference worker did not answer {op!r} within {timeout_s:.0f} s")
+                if not sel.select(timeout=min(left, 1.0)):
+                    if self.proc.poll() is not None:
+                        self._fail(f"the reference worker died (exit code {self.proc.returncode}) during {op!r}")
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    self.proc.wait(timeout=10)
+                    self._fail(f"the reference worker died (exit code {self.proc.returncode}) during {op!r}")
+                self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line.decode("utf-8", errors="replace")
+
+    def _fail(self, message: str) -> None:
+        self.kill()
+        tail = ""
+        try:
+            tail = clean_output(self.log_path.read_bytes()[-4000:], 2000)
+        except OSError:
+            pass
+        raise JudgeError(f"{message}; it will be restarted on the next request. Its log ends with:\n{tail}")
+
+    def kill(self) -> None:
+        """Stop the process now."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, 9)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        self.proc = None
+        self.prepared = ""
+
+    def close(self) -> None:
+        """Ask the process to quit, then make sure it did."""
+        if self.alive:
+            try:
+                self.request({"op": "quit"}, timeout_s=10)
+            except JudgeError:
+                pass
+        self.kill()

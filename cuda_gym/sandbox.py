@@ -1,0 +1,748 @@
+"""Running untrusted commands: bubblewrap/unshare isolation, resource limits, capped output."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+import re
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from cuda_gym.errors import SandboxError
+
+logger = logging.getLogger(__name__)
+
+SandboxMode = Literal["bwrap", "unshare", "limits"]
+MODES: tuple[SandboxMode, ...] = ("bwrap", "unshare", "limits")
+MODE_ENV = "CUDA_GYM_SANDBOX"
+"""Environment variable that forces a mode (``bwrap``, ``unshare`` or ``limits``)."""
+
+GiB = 2**30
+PASSTHROUGH_ENV = ("CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "LD_LIBRARY_PATH")
+"""Host variables copied into the sandbox when set (none of them is a secret)."""
+
+ETC_FILES = (
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "hosts",
+    "host.conf", "resolv.conf", "gai.conf", "protocols", "services", "ssl", "ca-certificates",
+    "alternatives", "localtime", "timezone", "os-release", "bash.bashrc", "inputrc", "mime.types",
+    "gcrypt", "OpenCL", "vulkan", "nvidia",
+)
+"""The parts of ``/etc`` a sandbox sees (compilers, Python, CUDA and name lookup need these)."""
+
+PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "acpi", "scsi", "fs", "driver", "kcore", "keys")
+"""Parts of a fresh ``/proc`` made read-only: the sandbox runs as host uid 0 without capabilities, and
+uid 0 may write host-global sysctls and ``sysrq-trigger`` by file permission alone."""
+DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+"""Device nodes of the minimal ``/dev`` (NVIDIA nodes are added for ``gpu=True``)."""
+
+_SETUP_FAILED = 125
+_KILL_GRACE_S = 2.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandboxed command. ``None`` switches a limit off."""
+
+    wall_s: float = 60.0
+    """Wall-clock seconds before the whole process tree is killed."""
+    cpu_s: float | None = None
+    """CPU seconds per process (RLIMIT_CPU); ``None`` means ``2 * wall_s`` (room for multi-threaded
+    processes: the wall limit is the real bound)."""
+    memory_bytes: int | None = 8 * GiB
+    """Memory per process: RLIMIT_AS for CPU runs; RLIMIT_DATA for ``gpu=True`` runs, because CUDA
+    reserves terabytes of virtual address space that RLIMIT_AS would refuse."""
+    processes: int | None = 512
+    """Processes and threads of the whole command: a cgroup ``pids.max`` where one can be made,
+    else RLIMIT_NPROC (counted per user namespace under bwrap; not enforced for root without a cgroup)."""
+    file_bytes: int | None = 4 * GiB
+    """Largest file a process may write (RLIMIT_FSIZE)."""
+    open_files: int | None = 4096
+    """Open file descriptors per process (RLIMIT_NOFILE)."""
+    output_bytes: int = 2**20
+    """Output kept in memory: the first and last halves of this many bytes; the middle is dropped."""
+
+    def effective_cpu_s(self) -> float | None:
+        """The CPU limit in force: ``cpu_s``, or twice the wall limit when it is ``None``."""
+        return self.cpu_s if self.cpu_s is not None else 2 * self.wall_s
+
+
+@dataclass
+class RunResult:
+    """What a sandboxed command did."""
+
+    returncode: int
+    """Exit status; ``128 + n`` (or ``-n``) when killed by signal ``n``."""
+    output: str
+    """Stdout and stderr merged, UTF-8 decoded with replacement, middle cut past the output cap."""
+    timed_out: bool
+    """True when the wall-time limit killed the command."""
+    reason: str
+    """A sentence naming the limit that stopped the command, else ``""``."""
+    seconds: float
+    """Wall-clock seconds from start to the end of the process tree."""
+    signal: int | None = None
+    """The signal that ended the command, when one did (inferred from ``returncode``)."""
+    output_truncated: bool = False
+    """True when the middle of the output was dropped by the output cap."""
+    mode: str = ""
+    """The sandbox mode the command ran under."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited 0 and no limit stopped it."""
+        return self.returncode == 0 and not self.reason
+
+
+# --------------------------------------------------------------------------- mode detection
+
+
+def _bwrap_base_args() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        p = Path("/") / name
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), str(p)]
+        elif p.is_dir():
+            args += ["--ro-bind", str(p), str(p)]
+    return args
+
+
+@functools.lru_cache(maxsize=None)
+def _bwrap_works() -> bool:
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return False
+    cmd = [exe, "--unshare-all", "--die-with-parent", "--new-session", *_bwrap_base_args(),
+           "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--remount-ro", "/", "/bin/sh", "-c", "exit 0"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, timeout=20, env={"PATH": "/usr/bin:/bin"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        logger.info("bwrap probe failed: %s", exc)
+        return False
+    if proc.returncode != 0:
+        logger.info("bwrap probe failed (%d): %s", proc.returncode, proc.stderr.decode(errors="replace").strip())
+    return proc.returncode == 0
+
+
+@functools.lru_cache(maxsize=None)
+def _unshare_works() -> bool:
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("unshare", "setpriv", "mount", "prlimit")):
+        return False
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix="cuda_gym_probe_"))
+        try:
+            res = Sandbox([tmp], mode="unshare").run("touch ok && ! touch /probe_ro 2>/dev/null", cwd=tmp,
+                                                     limits=Limits(wall_s=20))
+            good = res.returncode == 0 and (tmp / "ok").exists()
+            if not good:
+                logger.info("unshare probe failed (%d): %s", res.returncode, res.output.strip()[-500:])
+            return good
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except (OSError, SandboxError) as exc:
+        logger.info("unshare probe failed: %s", exc)
+        return False
+
+
+@functools.lru_cache(maxsize=None)
+def _detect_mode(forced: str | None) -> SandboxMode:
+    if forced:
+        if forced not in MODES:
+            raise SandboxError(f"{MODE_ENV}={forced!r} is not a sandbox mode: use one of {', '.join(MODES)}")
+        if forced == "bwrap" and not _bwrap_works():
+            raise SandboxError(f"{MODE_ENV}=bwrap but bubblewrap does not work here: install `bwrap` "
+                               f"(package bubblewrap) or set {MODE_ENV}=unshare or limits")
+        if forced == "unshare" and not _unshare_works():
+            raise SandboxError(f"{MODE_ENV}=unshare but `unshare` isolation does not work here (it needs root, "
+                               f"util-linux and mount rights): set {MODE_ENV}=limits or install bubblewrap")
+        mode: SandboxMode = forced  # type: ignore[assignment]
+    elif _bwrap_works():
+        mode = "bwrap"
+    elif _unshare_works():
+        mode = "unshare"
+    else:
+        mode = "limits"
+    if mode != "bwrap":
+        logger.warning("sandbox mode is %r, not bwrap: %s. Install bubblewrap for full isolation (see docs/sandbox.md).",
+                       mode, "network and PID isolation, read-only mounts, limits; the home directory stays readable"
+                       if mode == "unshare" else "only resource limits, no filesystem or network isolation")
+    return mode
+
+
+def available_modes() -> list[SandboxMode]:
+    """Every mode that works on this machine, strongest first (``limits`` always works)."""
+    return [m for m, ok in (("bwrap", _bwrap_works()), ("unshare", _unshare_works()), ("limits", True)) if ok]
+
+
+def sandbox_mode() -> SandboxMode:
+    """The isolation used here: ``bwrap``, ``unshare`` or ``limits`` (or what ``$CUDA_GYM_SANDBOX`` forces).
+
+    The probe runs once per process; a warning is logged once when the mode is not ``bwrap``.
+    """
+    return _detect_mode(os.environ.get(MODE_ENV) or None)
+
+
+# --------------------------------------------------------------------------- cgroup pids limit
+
+
+def _mount_points(fstype: str, option: str | None = None) -> list[Path]:
+    found = []
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, rfields = left.split(), right.split()
+        if len(fields) >= 5 and len(rfields) >= 3 and rfields[0] == fstype:
+            if option is None or option in rfields[2].split(","):
+                found.append(Path(fields[4].replace("\\040", " ")))
+    return found
+
+
+def _own_cgroup(controller: str | None) -> str:
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, ctrls, path = line.split(":", 2)
+            if (controller is None and ctrls == "") or (controller is not None and controller in ctrls.split(",")):
+                return path.lstrip("/")
+    except (OSError, ValueError):
+        pass
+    return ""
+
+
+@functools.lru_cache(maxsize=None)
+def _pids_cgroup_parent() -> Path | None:
+    """A cgroup directory under which we may create children with a ``pids.max`` (probed once)."""
+    candidates = [m / _own_cgroup("pids") for m in _mount_points("cgroup", "pids")]
+    candidates += [m / _own_cgroup(None) for m in _mount_points("cgroup2")]
+    for parent in candidates:
+        probe = parent / f"cuda_gym-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            probe.mkdir()
+        except OSError:
+            continue
+        try:
+            (probe / "pids.max").write_text("8\n")
+            return parent
+        except OSError:
+            continue
+        finally:
+            try:
+                probe.rmdir()
+            except OSError:
+                pass
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_nproc_unenforced() -> None:
+    logger.warning("running as root without a writable pids cgroup: the process limit is not enforced "
+                   "(the kernel exempts uid 0 from RLIMIT_NPROC); only the wall limit stops a fork bomb. "
+                   "Give the container a writable cgroup or run as a non-root user (see docs/sandbox.md).")
+
+
+class _PidsCgroup:
+    """One run's cgroup: caps the number of tasks and kills every member at the end."""
+
+    def __init__(self, parent: Path, max_pids: int):
+        self.path = parent / f"cuda_gym-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self.path.mkdir()
+        (self.path / "pids.max").write_text(f"{max_pids}\n")
+
+    @property
+    def procs_file(self) -> Path:
+        return self.path / "cgroup.procs"
+
+    def limit_hit(self) -> bool:
+        try:
+            m = re.search(r"^max (\d+)", (self.path / "pids.events").read_text(), re.M)
+        except OSError:
+            return False
+        return bool(m and int(m.group(1)) > 0)
+
+    def kill_all(self) -> None:
+        kill_file = self.path / "cgroup.kill"
+        if kill_file.exists():
+            try:
+                kill_file.write_text("1\n")
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                pids = [int(p) for p in self.procs_file.read_text().split()]
+            except OSError:
+                return
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.01)
+        logger.warning("processes of %s survived SIGKILL for 5 s", self.path)
+
+    def remove(self) -> None:
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.02)
+        logger.warning("could not remove cgroup %s", self.path)
+
+
+# --------------------------------------------------------------------------- host paths
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_home() -> Path | None:
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var) and Path(os.environ[var]).is_dir():
+            return Path(os.environ[var])
+    if Path("/usr/local/cuda").is_dir():
+        return Path("/usr/local/cuda")
+    nvcc = shutil.which("nvcc")
+    return Path(nvcc).resolve().parent.parent if nvcc else None
+
+
+@functools.lru_cache(maxsize=None)
+def _runtime_paths() -> tuple[Path, ...]:
+    """Host paths a sandboxed Python, compiler or CUDA program needs to read."""
+    import importlib.util
+    import site
+
+    paths: list[Path] = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
+                         Path(sys.executable).parent]
+    paths += [Path(p) for p in site.getsitepackages()]
+    if site.ENABLE_USER_SITE and site.getusersitepackages():
+        paths.append(Path(site.getusersitepackages()))
+    for name in ("cuda_gym", "cuda_gym.envs", "cuda_gym.wrappers", "cuda_gym.baselines"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            paths += [Path(p) for p in spec.submodule_search_locations]
+    cuda = _cuda_home()
+    if cuda is not None:
+        paths += [cuda, cuda.resolve()]
+    paths += [Path(p) for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
+    return _dedup_roots(p for p in paths if p.is_absolute() and p.exists())
+
+
+def _dedup_roots(paths) -> tuple[Path, ...]:
+    """Resolved, deduplicated paths, dropping those under another one and under /usr (bound anyway)."""
+    out: list[Path] = []
+    for p in sorted({Path(os.path.realpath(p)) for p in paths}, key=lambda q: (len(q.parts), str(q))):
+        if p == Path("/") or any(p.is_relative_to(q) for q in [*out, Path("/usr")]):
+            continue
+        out.append(p)
+    return tuple(out)
+
+
+def _signal_of(returncode: int) -> int | None:
+    if returncode < 0:
+        return -returncode
+    if 128 < returncode < 128 + 65:
+        return returncode - 128
+    return None
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit, size in (("GiB", GiB), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} bytes"
+
+
+class _OutputBuffer:
+    """Keeps the first and last halves of ``cap`` bytes of a stream."""
+
+    def __init__(self, cap: int):
+        self.half = max(cap // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            extra = len(self.tail) - self.half
+            if extra > 0:
+                del self.tail[:extra]
+                self.dropped += extra
+
+    def text(self) -> str:
+        mid = f"\n... [{self.dropped} bytes of output dropped] ...\n".encode() if self.dropped else b""
+        return bytes(self.head + mid + self.tail).decode("utf-8", errors="replace")
+
+
+# --------------------------------------------------------------------------- the sandbox
+
+
+class Sandbox:
+    """Runs commands with a read-only system, chosen writable paths, no network and resource limits.
+
+    Args:
+        writable: host paths the command may write (bound at the same path inside).
+        readonly: host paths made read-only, also inside ``writable`` ones (protected workspace files).
+        gpu: expose the NVIDIA devices (and use RLIMIT_DATA rather than RLIMIT_AS for memory).
+        network: keep the host's network (off by default: no route out, no host loopback).
+        extra_env: variables added to every command's environment.
+        mode: force ``bwrap``/``unshare``/``limits``; default :func:`sandbox_mode`.
+
+    Paths keep their host names inside, so tools report the same paths. The Python installation,
+    site-packages, the ``cuda_gym`` package and ``CUDA_HOME`` are readable wherever they live; the
+    rest of the home directory is not (bwrap mode).
+    """
+
+    def __init__(self, writable: Sequence[Path | str], readonly: Sequence[Path | str] = (), gpu: bool = False,
+                 network: bool = False, extra_env: Mapping[str, str] | None = None, mode: SandboxMode | None = None):
+        self.writable = [Path(p).absolute() for p in writable]
+        self.readonly = [Path(p).absolute() for p in readonly]
+        for p in self.writable:
+            if not p.exists():
+                raise SandboxError(f"writable path {p} does not exist: create it before making the sandbox")
+        self.gpu = gpu
+        self.network = network
+        self.extra_env = dict(extra_env or {})
+        if mode is not None and mode not in MODES:
+            raise SandboxError(f"unknown sandbox mode {mode!r}: use one of {', '.join(MODES)}")
+        self.mode: SandboxMode = mode or sandbox_mode()
+        self._prlimit = shutil.which("prlimit")
+        self._static_args = self._bwrap_static_args() if self.mode == "bwrap" else []
+
+    def __repr__(self) -> str:
+        return (f"Sandbox(mode={self.mode!r}, writable={[str(p) for p in self.writable]}, "
+                f"readonly={[str(p) for p in self.readonly]}, gpu={self.gpu}, network={self.network})")
+
+    # -- command construction
+
+    def _bwrap_static_args(self) -> list[str]:
+        exe = shutil.which("bwrap") or "bwrap"
+        # As root, bwrap keeps every capability inside its user namespace, enough to remount the
+        # read-only binds writable: drop them all.
+        args = [exe, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        if self.network:
+            args.append("--share-net")
+        args += _bwrap_base_args()
+        for name in ETC_FILES:
+            p = Path("/etc") / name
+            if p.exists():
+                args += ["--ro-bind", str(p), str(p)]
+        for extra in ("/opt", "/sys/devices/system/cpu"):
+            if Path(extra).is_dir():
+                args += ["--ro-bind", extra, extra]
+        for p in _runtime_paths():
+            args += ["--ro-bind", str(p), str(p)]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        for name in PROC_READONLY:
+            if Path("/proc", name).exists():
+                args += ["--ro-bind", f"/proc/{name}", f"/proc/{name}"]
+        if self.gpu:
+            if Path("/sys").is_dir():
+                args += ["--ro-bind", "/sys", "/sys"]
+            for name in self._gpu_devices():
+                args += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+        args += ["--tmpfs", "/tmp"]
+        for p in self.writable:
+            args += ["--bind", str(p), str(p)]
+        for p in self.readonly:
+            args += ["--ro-bind-try", str(p), str(p)]
+        args += ["--remount-ro", "/"]
+        return args
+
+    @staticmethod
+    def _gpu_devices() -> list[str]:
+        """Names under /dev of the NVIDIA (and DRI) device nodes on this host."""
+        names = [p.name for p in sorted(Path("/dev").glob("nvidia*"))]
+        return names + (["dri"] if Path("/dev/dri").exists() else [])
+
+    def _unshare_args(self, tmp: Path) -> tuple[list[str], dict[str, str]]:
+        skip = ("/proc", "/dev")
+        mounts = sorted({str(m) for m in _mount_points_all()
+                         if not any(str(m) == s or str(m).startswith(s + "/") for s in skip)},
+                        key=len)
+        fail = '|| { echo "sandbox setup: mount failed" >&2; exit %d; }' % _SETUP_FAILED
+        devs = [*DEV_NODES, *(self._gpu_devices() if self.gpu else [])]
+        script = [
+            # A minimal /dev: the host's would expose raw disks to uid 0.
+            f'D="$SANDBOX_TMP/.dev"; mkdir "$D" && mount -t tmpfs -o mode=755,nosuid,size=1m dev "$D" {fail}',
+            f'for n in $DEVS; do if [ -d "/dev/$n" ]; then mkdir -p "$D/$n"; else mkdir -p "$(dirname "$D/$n")"; '
+            f'touch "$D/$n"; fi; mount --bind "/dev/$n" "$D/$n" {fail}; done',
+            'mkdir "$D/shm" "$D/pts"; ln -s /proc/self/fd "$D/fd"; ln -s /proc/self/fd/0 "$D/stdin"; '
+            'ln -s /proc/self/fd/1 "$D/stdout"; ln -s /proc/self/fd/2 "$D/stderr"',
+            f'mount -t tmpfs -o mode=1777,nosuid,nodev,size=64m shm "$D/shm" {fail}',
+            f'mount --move "$D" /dev {fail}; rmdir "$D" 2>/dev/null',
+            f'for m in $MOUNTS_RO; do mount -o remount,bind,ro "$m" {fail}; done',
+            f'for p in $PROC_RO; do [ -e "/proc/$p" ] || continue; mount --bind "/proc/$p" "/proc/$p" {fail}; '
+            f'mount -o remount,bind,ro "/proc/$p" {fail}; done',
+            f'for w in $WRITABLE; do mount --bind "$w" "$w" {fail}; mount -o remount,bind,rw "$w" {fail}; done',
+            f'for r in $READONLY; do [ -e "$r" ] || continue; mount --bind "$r" "$r" {fail}; '
+            f'mount -o remount,bind,ro "$r" {fail}; done',
+            'cd "$SANDBOX_CWD" || exit %d' % _SETUP_FAILED,
+            'unset MOUNTS_RO PROC_RO DEVS WRITABLE READONLY SANDBOX_CWD SANDBOX_TMP',
+            # Not exec: the command must not be the namespace's init, which ignores default signals.
+            '"$@"', 'exit $?']
+        for p in [*self.writable, *self.readonly, tmp, *mounts]:
+            if any(c.isspace() for c in str(p)):
+                raise SandboxError(f"path {p!s} contains whitespace, which unshare mode cannot bind: rename it "
+                                   "or install bubblewrap")
+        setup_env = {"MOUNTS_RO": " ".join(mounts), "PROC_RO": " ".join(PROC_READONLY), "DEVS": " ".join(devs),
+                     "SANDBOX_TMP": str(tmp), "WRITABLE": " ".join(str(p) for p in [*self.writable, tmp]),
+                     "READONLY": " ".join(str(p) for p in self.readonly)}
+        args = ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL"]
+        if not self.network:
+            args.append("--net")
+        args += ["--", "/bin/sh", "-c", "\n".join(script), "sandbox-setup",
+                 "setpriv", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]
+        return args, setup_env
+
+    def _rlimit_values(self, limits: Limits, nproc: bool) -> dict[str, int | tuple[int, int]]:
+        vals: dict[str, int | tuple[int, int]] = {"core": 0}
+        cpu = limits.effective_cpu_s()
+        if cpu is not None:
+            # SIGXCPU at the soft limit names the cause; SIGKILL a second later if it is ignored.
+            vals["cpu"] = (max(1, math.ceil(cpu)), max(1, math.ceil(cpu)) + 1)
+        if limits.memory_bytes is not None:
+            vals["data" if self.gpu else "as"] = int(limits.memory_bytes)
+        if limits.file_bytes is not None:
+            vals["fsize"] = int(limits.file_bytes)
+        if limits.open_files is not None:
+            vals["nofile"] = int(limits.open_files)
+        if nproc and limits.processes is not None:
+            vals["nproc"] = int(limits.processes)
+        return vals
+
+    def env_for(self, cwd: Path, tmp: Path, env: Mapping[str, str] | None) -> dict[str, str]:
+        """The environment a command sees: a minimal base, pass-through variables, ``extra_env``, ``env``."""
+        path = [str(Path(sys.executable).parent)]
+        cuda = _cuda_home()
+        if cuda is not None:
+            path.append(str(cuda / "bin"))
+        path += ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+        out = {"PATH": ":".join(dict.fromkeys(path)), "HOME": str(tmp), "TMPDIR": str(tmp), "LANG": "C",
+               "LC_ALL": "C", "PYTHONDONTWRITEBYTECODE": "1", "PWD": str(cwd)}
+        if cuda is not None:
+            out["CUDA_HOME"] = str(cuda)
+        for var in PASSTHROUGH_ENV:
+            if var in os.environ:
+                out[var] = os.environ[var]
+        out.update(self.extra_env)
+        out.update(env or {})
+        return out
+
+    # -- running
+
+    def run(self, command: str | Sequence[str], *, cwd: Path | str, limits: Limits | None = None,
+            env: Mapping[str, str] | None = None, stdin: str | None = None) -> RunResult:
+        """Run ``command`` (a ``str`` goes through ``/bin/bash -c``) in ``cwd`` and wait for it.
+
+        Never raises for what the command does; raises :class:`SandboxError` when the sandbox itself
+        cannot start (missing ``cwd``, broken bwrap).
+        """
+        limits = limits or Limits()
+        cwd = Path(cwd).absolute()
+        if not cwd.is_dir():
+            raise SandboxError(f"working directory {cwd} does not exist: create it or pass another cwd")
+        if self.mode != "limits" and not any(cwd.is_relative_to(p) for p in [*self.writable, *self.readonly]):
+            raise SandboxError(f"working directory {cwd} is not visible in the sandbox: pass it (or a parent) "
+                               "in writable or readonly")
+        inner = ["/bin/bash", "-c", command] if isinstance(command, str) else [str(c) for c in command]
+        if not inner:
+            raise SandboxError("empty command: pass a string or a non-empty argument list")
+
+        parent = _pids_cgroup_parent() if limits.processes is not None else None
+        if parent is None and limits.processes is not None and os.geteuid() == 0:
+            _warn_nproc_unenforced()
+        cgroup = _PidsCgroup(parent, limits.processes) if parent is not None else None  # type: ignore[arg-type]
+        rl = self._rlimit_values(limits, nproc=cgroup is None)
+        host_tmp = None if self.mode == "bwrap" else Path(tempfile.mkdtemp(prefix="cuda_gym_sbx_"))
+        tmp = Path("/tmp") if host_tmp is None else host_tmp
+        run_env = self.env_for(cwd, tmp, env)
+
+        preexec = None
+        if self._prlimit:
+            limit_argv = [self._prlimit, *(f"--{k}={_soft_hard(v)}" for k, v in rl.items()), "--"]
+        else:
+            limit_argv = []
+            preexec = functools.partial(_apply_rlimits, rl)
+        if self.mode == "bwrap":
+            argv = [*self._static_args, "--chdir", str(cwd), "--", *limit_argv, *inner]
+        elif self.mode == "unshare":
+            setup_argv, setup_env = self._unshare_args(tmp)
+            argv = [*setup_argv, *limit_argv, *inner]
+            run_env = {**run_env, **setup_env, "SANDBOX_CWD": str(cwd)}
+        else:
+            argv = [*limit_argv, *inner]
+        if cgroup is not None:
+            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.procs_file), *argv]
+        try:
+            return self._spawn(argv, cwd, run_env, stdin, limits, preexec, cgroup)
+        finally:
+            if cgroup is not None:
+                cgroup.kill_all()
+                cgroup.remove()
+            if host_tmp is not None:
+                shutil.rmtree(host_tmp, ignore_errors=True)
+
+    def _spawn(self, argv, cwd, env, stdin, limits, preexec, cgroup) -> RunResult:
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE if stdin is not None
+                                    else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    start_new_session=True, close_fds=True, preexec_fn=preexec)
+        except OSError as exc:
+            raise SandboxError(f"could not start {argv[0]}: {exc}; check the install or set {MODE_ENV}=limits") from exc
+        if stdin is not None:
+            threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True).start()
+        buf = _OutputBuffer(limits.output_bytes)
+        timed_out = False
+        deadline = start + limits.wall_s
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        os.set_blocking(fd, False)
+        sel = selectors.DefaultSelector()
+        sel.register(fd, selectors.EVENT_READ)
+        drain_until: float | None = None
+        try:
+            while True:
+                now = time.monotonic()
+                if proc.poll() is not None and drain_until is None:
+                    # The main process is done: nothing it started may outlive it.
+                    _killpg(proc.pid)
+                    drain_until = now + 0.5
+                if now >= deadline and drain_until is None:
+                    timed_out = True
+                    _killpg(proc.pid)
+                    if cgroup is not None:
+                        cgroup.kill_all()
+                    drain_until = now + _KILL_GRACE_S
+                limit = (drain_until if drain_until is not None else deadline) - now
+                if drain_until is not None and limit <= 0:
+                    break
+                if not sel.select(timeout=min(max(limit, 0), 0.1)):
+                    continue
+                try:
+                    data = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    if proc.poll() is None and drain_until is None:
+                        # stdout closed but the process lives on: wait for it within the deadline.
+                        sel.unregister(fd)
+                        try:
+                            proc.wait(timeout=max(deadline - time.monotonic(), 0))
+                        except subprocess.TimeoutExpired:
+                            timed_out = True
+                        _killpg(proc.pid)
+                    break
+                buf.add(data)
+        finally:
+            sel.close()
+            proc.stdout.close()
+            if proc.poll() is None:
+                _killpg(proc.pid)
+            try:
+                returncode = proc.wait(timeout=_KILL_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                returncode = proc.wait()
+        seconds = time.monotonic() - start
+        output = buf.text()
+        if self.mode == "unshare" and returncode == _SETUP_FAILED and "sandbox setup:" in output:
+            raise SandboxError(f"unshare sandbox setup failed: {output.strip()[-400:]}; set {MODE_ENV}=limits "
+                               "or install bubblewrap")
+        sig = _signal_of(returncode)
+        reason = _reason(limits, returncode, sig, timed_out, output, cgroup)
+        return RunResult(returncode=returncode, output=output, timed_out=timed_out, reason=reason,
+                         seconds=seconds, signal=sig, output_truncated=buf.dropped > 0, mode=self.mode)
+
+
+def _mount_points_all() -> list[Path]:
+    out = []
+    try:
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            fields = line.split(" - ")[0].split()
+            if len(fields) >= 5:
+                out.append(Path(fields[4].replace("\\040", " ")))
+    except OSError:
+        pass
+    return out
+
+
+def _soft_hard(value: int | tuple[int, int]) -> str:
+    return f"{value[0]}:{value[1]}" if isinstance(value, tuple) else str(value)
+
+
+def _apply_rlimits(values: Mapping[str, int | tuple[int, int]]) -> None:  # pragma: no cover - runs in the child
+    import resource
+
+    names = {"core": resource.RLIMIT_CORE, "cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS,
+             "data": resource.RLIMIT_DATA, "fsize": resource.RLIMIT_FSIZE, "nofile": resource.RLIMIT_NOFILE,
+             "nproc": resource.RLIMIT_NPROC}
+    for key, value in values.items():
+        resource.setrlimit(names[key], value if isinstance(value, tuple) else (value, value))
+
+
+def _feed(pipe, data: bytes) -> None:
+    try:
+        pipe.write(data)
+        pipe.close()
+    except OSError:
+        pass
+
+
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+_MEMORY_PATTERNS = re.compile(r"MemoryError|std::bad_alloc|Cannot allocate memory|out of memory|"
+                              r"memory exhausted|virtual memory exhausted", re.I)
+
+
+def _reason(limits: Limits, returncode: int, sig: int | None, timed_out: bool, output: str,
+            cgroup: _PidsCgroup | None) -> str:
+    reasons = []
+    if limits.processes is not None:
+        hit = cgroup.limit_hit() if cgroup is not None else (
+            "Resource temporarily unavailable" in output and "fork" in output.lower())
+        if hit:
+            reasons.append(f"process limit reached ({limits.processes} processes and threads)")
+    if timed_out:
+        reasons.append(f"killed after {limits.wall_s:g} s wall-time limit")
+    elif returncode != 0:
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and "CPU time limit" in output):
+            reasons.append(f"killed at the {limits.effective_cpu_s():g} s CPU-time limit")
+        elif limits.file_bytes is not None and (sig == signal.SIGXFSZ or "File too large" in output
+                                                or "File size limit exceeded" in output):
+            reasons.append(f"file size limit exceeded (files are capped at {_fmt_bytes(limits.file_bytes)})")
+        elif limits.memory_bytes is not None and _MEMORY_PATTERNS.search(output):
+            reasons.append(f"memory limit of {_fmt_bytes(limits.memory_bytes)} exceeded")
+    return "; ".join(reasons)

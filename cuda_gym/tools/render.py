@@ -1,0 +1,156 @@
+"""Judge results as text for the agent: verdicts, trials, violations, timings and kernel tables."""
+
+from __future__ import annotations
+
+import math
+
+from cuda_gym.judge.result import JudgeResult, KernelStat, Timing
+from cuda_gym.reward import DEFAULT_THRESHOLD, milestone_reward
+
+MAX_TRIAL_ROWS = 12
+"""Failing trials listed one per line (passing ones are summarised)."""
+
+MAX_KERNEL_ROWS = 10
+"""Rows of each per-kernel table."""
+
+KERNEL_NAME_CHARS = 72
+"""Longest kernel name shown (C++ template names are long)."""
+
+_MILESTONES = {
+    -1: "the submission failed (compile, correctness, a runtime error or a rule violation)",
+    1: "correct, but not more than 5% faster than eager PyTorch",
+    2: "correct and more than 5% faster than eager PyTorch, but not than torch.compile",
+    3: "correct and more than 5% faster than both eager PyTorch and torch.compile",
+}
+
+
+def _num(x: float) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    if math.isinf(x):
+        return "inf"
+    return f"{x:.3g}"
+
+
+def _speedup(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x:.2f}x"
+
+
+def _headline(result: JudgeResult, what: str) -> str:
+    if not result.compiled:
+        return f"{what}: FAILED to compile"
+    if result.error:
+        return f"{what}: FAILED ({result.error.splitlines()[0][:200] if result.error.strip() else 'error'})"
+    passed = sum(t.passed for t in result.trials)
+    if not result.trials:
+        return f"{what}: FAILED (no correctness trial ran)"
+    if not result.correct:
+        return f"{what}: INCORRECT ({passed}/{len(result.trials)} trials passed)"
+    if result.violations:
+        return f"{what}: REJECTED (correct, but {len(result.violations)} rule violation(s))"
+    return f"{what}: PASSED ({passed}/{len(result.trials)} trials passed)"
+
+
+def _compile_section(result: JudgeResult) -> list[str]:
+    if result.compiled:
+        return []
+    log = result.compile_log.strip() or "(no compiler output)"
+    return ["Compiler output:", log]
+
+
+def _error_section(result: JudgeResult) -> list[str]:
+    if not result.compiled or not result.error:
+        return []
+    return ["Error:", result.error.strip()]
+
+
+def _trials_section(result: JudgeResult) -> list[str]:
+    if not result.trials:
+        return []
+    passed = [t for t in result.trials if t.passed]
+    worst_abs = max((t.max_abs_error for t in passed), default=math.nan)
+    worst_rel = max((t.max_rel_error for t in passed), default=math.nan)
+    summary = (f"Correctness trials: {len(passed)}/{len(result.trials)} passed"
+               + (f" (worst max_abs_err={_num(worst_abs)}, max_rel_err={_num(worst_rel)})" if passed else ""))
+    rows = [summary]
+    failed = [(i, t) for i, t in enumerate(result.trials, start=1) if not t.passed]
+    for i, t in failed[:MAX_TRIAL_ROWS]:
+        kind = " timed" if t.timed else ""
+        row = (f"  trial {i}{kind} (seed {t.seed}): FAIL  max_abs_err={_num(t.max_abs_error)} "
+               f"max_rel_err={_num(t.max_rel_error)}")
+        if t.message:
+            row += f"  {t.message.strip()[:300]}"
+        rows.append(row)
+    if len(failed) > MAX_TRIAL_ROWS:
+        rows.append(f"  ... and {len(failed) - MAX_TRIAL_ROWS} more failing trials")
+    return rows
+
+
+def _violations_section(result: JudgeResult) -> list[str]:
+    if not result.violations:
+        return []
+    return ["Rule violations (each scores -1):"] + [f"  {v}" for v in result.violations]
+
+
+def _timing_row(label: str, timing: Timing | None) -> str:
+    if timing is None:
+        return f"  {label:<13} not measured"
+    source = " (cached)" if timing.source == "cache" else ""
+    return (f"  {label:<13} {timing.median_ms:10.4f} ms  (min {timing.min_ms:.4f}, IQR {timing.iqr_ms:.4f}, "
+            f"{timing.trials} calls){source}")
+
+
+def _timing_section(result: JudgeResult) -> list[str]:
+    if result.candidate is None and result.eager is None and result.compile is None:
+        return []
+    rows = ["Timing (median per call):",
+            _timing_row("candidate", result.candidate),
+            _timing_row("eager", result.eager),
+            _timing_row("torch.compile", result.compile)]
+    rows.append(f"Speedup: {_speedup(result.speedup_vs_eager)} vs eager, "
+                f"{_speedup(result.speedup_vs_compile)} vs torch.compile "
+                f"(a milestone needs > {DEFAULT_THRESHOLD:g}x)")
+    if result.low_variance_output:
+        rows.append("Note: the reference output barely varies across inputs on this task.")
+    return rows
+
+
+def _kernel_table(title: str, stats: list[KernelStat]) -> list[str]:
+    if not stats:
+        return []
+    top = sorted(stats, key=lambda s: -s.total_ms)[:MAX_KERNEL_ROWS]
+    names = [k.name if len(k.name) <= KERNEL_NAME_CHARS else k.name[: KERNEL_NAME_CHARS - 3] + "..." for k in top]
+    width = max(6, *(len(n) for n in names))
+    rows = [title, f"  {'kernel':<{width}} {'calls':>6} {'total ms':>10} {'share':>6}"]
+    for name, k in zip(names, top):
+        rows.append(f"  {name:<{width}} {k.calls:>6} {k.total_ms:>10.4f} {k.share * 100:>5.1f}%")
+    if len(stats) > MAX_KERNEL_ROWS:
+        rows.append(f"  ... {len(stats) - MAX_KERNEL_ROWS} more")
+    return rows
+
+
+def _join(sections: list[list[str]]) -> str:
+    return "\n".join(line for section in sections for line in section)
+
+
+def render_verify(result: JudgeResult) -> str:
+    """Verdict, compiler errors, per-trial pass/fail with max errors, and rule violations."""
+    return _join([[_headline(result, "verify")], _compile_section(result), _error_section(result),
+                  _trials_section(result), _violations_section(result)])
+
+
+def render_profile(result: JudgeResult) -> str:
+    """``render_verify`` plus timings, speedups and the candidate's and reference's kernel tables."""
+    return _join([[_headline(result, "profile")], _compile_section(result), _error_section(result),
+                  _trials_section(result), _violations_section(result), _timing_section(result),
+                  _kernel_table("Candidate kernels:", result.profile),
+                  _kernel_table("Reference (eager PyTorch) kernels:", result.reference_profile)])
+
+
+def render_submit(result: JudgeResult) -> str:
+    """The final judgement: verdict, details, timings and the milestone reward."""
+    reward = milestone_reward(result)
+    return _join([["Submitted. " + _headline(result, "final judgement")], _compile_section(result),
+                  _error_section(result), _trials_section(result), _violations_section(result),
+                  _timing_section(result),
+                  [f"Milestone reward: {reward} ({_MILESTONES[reward]})."]])

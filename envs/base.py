@@ -1,0 +1,259 @@
+"""What the multi-turn and single-turn kernel envs share: tasks, workspaces, the judge, rewards."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import gymnasium as gym
+
+from cuda_gym.envs.config import ConfigError, KernelEnvConfig
+from cuda_gym.envs.spaces import PrintableText
+from cuda_gym.errors import CudaGymError, JudgeError
+from cuda_gym.text import clean_output
+
+if TYPE_CHECKING:
+    from cuda_gym.judge.result import JudgeResult
+    from cuda_gym.tasks import Task
+    from cuda_gym.workspace import Workspace
+
+logger = logging.getLogger(__name__)
+
+
+class EpisodeOverError(CudaGymError, RuntimeError):
+    """``step`` was called after the episode terminated or was truncated: call ``reset()`` first."""
+
+
+@functools.lru_cache(maxsize=32)
+def _task_set(source: str, path: str | None, level: int | None, size: str) -> tuple["Task", ...]:
+    # check_env and vector envs build many envs of one id: parse a task set once per process.
+    from cuda_gym.tasks import load_tasks
+
+    return tuple(load_tasks(source, path=path, level=level, size=size))
+
+
+def find_task(task_id: str, config: KernelEnvConfig) -> "Task":
+    """The task ``task_id`` at the config's size (builtin tasks) and data path."""
+    from cuda_gym.tasks import get_task
+
+    path = str(config.data_path) if config.data_path is not None else None
+    source = task_id.split("/", 1)[0]
+    size = config.size if source == "builtin" else "default"
+    if source in ("builtin", "kernelbench", "ops6k") or (source == "custom" and path):
+        try:
+            for task in _task_set(source, path, None, size):
+                if task.id == task_id:
+                    return task
+        except CudaGymError:
+            pass  # get_task below raises the precise error
+    return get_task(task_id, path=path, size=size if source == "builtin" else None)
+
+
+def load_task_list(config: KernelEnvConfig) -> list["Task"]:
+    """The tasks an env draws from: ``config.task_ids`` if given, else the whole (filtered) set."""
+    if config.task_ids:
+        return [find_task(task_id, config) for task_id in config.task_ids]
+    path = str(config.data_path) if config.data_path is not None else None
+    tasks = list(_task_set(config.source, path, config.level, config.size))
+    if not tasks:
+        raise ConfigError(
+            f"the task set {config.source!r} (level={config.level}, path={path}) holds no task: "
+            "check the source, level and data_path settings"
+        )
+    return tasks
+
+
+class LazyJudge:
+    """Builds the real ``Judge`` on first use, so that making and resetting an env never needs a GPU.
+
+    Exposes ``verify``, ``profile``, ``submit``, ``evaluate`` and ``close`` like the judge.
+    """
+
+    def __init__(self, settings: Any, device: str) -> None:
+        self._settings = settings
+        self._device = device
+        self._judge: Any = None
+
+    @property
+    def config(self) -> Any:
+        """The ``JudgeConfig`` the judge is (or will be) built with."""
+        from cuda_gym.judge import JudgeConfig
+
+        if isinstance(self._settings, JudgeConfig):
+            return self._settings
+        fields = dict(self._settings or {})
+        fields.setdefault("device", self._device)
+        return JudgeConfig.from_dict(fields)
+
+    @property
+    def judge(self) -> Any:
+        """The judge, built now if it was not yet."""
+        if self._judge is None:
+            from cuda_gym.judge import Judge
+
+            self._judge = Judge(self.config)
+        return self._judge
+
+    def verify(self, ws: "Workspace") -> "JudgeResult":
+        """``Judge.verify``."""
+        return self.judge.verify(ws)
+
+    def profile(self, ws: "Workspace") -> "JudgeResult":
+        """``Judge.profile``."""
+        return self.judge.profile(ws)
+
+    def submit(self, ws: "Workspace") -> "JudgeResult":
+        """``Judge.submit`` (the final judgement)."""
+        return self.judge.submit(ws)
+
+    def evaluate(self, task: "Task", **kwargs: Any) -> "JudgeResult":
+        """``Judge.evaluate``."""
+        return self.judge.evaluate(task, **kwargs)
+
+    def close(self) -> None:
+        """Close the judge if it was built (stops its reference worker)."""
+        if self._judge is not None and hasattr(self._judge, "close"):
+            self._judge.close()
+        self._judge = None
+
+
+def make_judge(config: KernelEnvConfig) -> tuple[Any, bool]:
+    """The judge of an env and whether the env owns it (and closes it)."""
+    settings = config.judge
+    if settings is None or isinstance(settings, Mapping):
+        return LazyJudge(dict(settings or {}), _judge_device(config.device)), True
+    from cuda_gym.judge import JudgeConfig
+
+    if isinstance(settings, JudgeConfig):
+        return LazyJudge(settings, settings.device), True
+    if all(hasattr(settings, name) for name in ("verify", "profile", "submit")):
+        return settings, False
+    raise ConfigError(
+        f"judge must be a JudgeConfig, a dict of its fields or an object with verify/profile/submit, "
+        f"got {type(settings).__name__}"
+    )
+
+
+def _judge_device(device: str) -> str:
+    return "cuda:0" if device == "cuda" else device
+
+
+def make_reward_fn(config: KernelEnvConfig) -> Callable[["JudgeResult"], float]:
+    """The terminal reward function the config names (or the config's own function)."""
+    from cuda_gym import reward
+
+    if callable(config.reward):
+        return config.reward
+    if config.reward == "milestone":
+        return functools.partial(reward.milestone_reward, threshold=config.reward_threshold)
+    if config.reward == "speedup":
+        return reward.speedup_reward
+    return reward.log_speedup_reward
+
+
+class KernelEnvBase(gym.Env[str, str]):
+    """Shared machinery of the kernel envs (not registered itself).
+
+    Subclasses implement ``step`` and ``_prompt``. Attributes: ``config`` (:class:`KernelEnvConfig`),
+    ``tasks`` (what ``reset`` draws from), ``task`` and ``workspace`` (the current episode's, or
+    ``None`` before the first reset), ``judge``.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(
+        self,
+        config: KernelEnvConfig | Mapping[str, Any] | None = None,
+        *,
+        render_mode: str | None = None,
+        **overrides: Any,
+    ) -> None:
+        self.config = KernelEnvConfig.build(config, **overrides)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.render_mode = render_mode
+        self.observation_space = PrintableText(self.config.observation_max_length)
+        self.action_space = PrintableText(self.config.action_max_length)
+        self.tasks = load_task_list(self.config)
+        self.judge, self._owns_judge = make_judge(self.config)
+        self.reward_fn = make_reward_fn(self.config)
+        self.task: Task | None = None
+        self.workspace: Workspace | None = None
+        self.transcript: list[dict[str, str]] = []
+        self._done = True
+
+    # -- episode plumbing -------------------------------------------------------------------------
+
+    def _pick_task(self, options: Mapping[str, Any] | None) -> "Task":
+        task_id = (options or {}).get("task_id")
+        if task_id is not None:
+            for task in self.tasks:
+                if task.id == task_id:
+                    return task
+            return find_task(str(task_id), self.config)
+        return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+
+    def _new_workspace(self, task: "Task") -> "Workspace":
+        from cuda_gym.workspace import Workspace
+
+        self._close_workspace()
+        parent = None
+        if self.config.workspace_dir is not None:
+            parent = Path(self.config.workspace_dir)
+            parent.mkdir(parents=True, exist_ok=True)
+        self.workspace = Workspace.create(task, flavour=self.config.flavour, parent=parent)
+        return self.workspace
+
+    def _close_workspace(self) -> None:
+        if self.workspace is not None:
+            try:
+                self.workspace.close(keep=self.config.keep_workspace)
+            except OSError as exc:  # a leftover directory must not end a training run
+                logger.warning("could not remove workspace %s: %s", self.workspace.root, exc)
+            self.workspace = None
+
+    def _skill_text(self, ws: "Workspace") -> str:
+        skill = ws.root / "SKILL.md"
+        return skill.read_text(errors="replace") if skill.is_file() else ""
+
+    def _observe(self, text: str) -> str:
+        return clean_output(text, self.config.observation_max_length)
+
+    def _check_can_step(self) -> None:
+        if self._done or self.workspace is None:
+            raise EpisodeOverError(
+                "the episode is over (terminated or truncated) or was never started: call reset() before step()"
+            )
+
+    def _reward(self, result: "JudgeResult") -> float:
+        return float(self.reward_fn(result))
+
+    def _judge_failed(self, what: str, detail: str) -> JudgeError:
+        return JudgeError(
+            f"the judge could not {what} on task {self.task.id if self.task else '?'}: {detail}. "
+            "This is an infrastructure failure, not the agent's; run `cuda-gym doctor` and check the judge settings"
+        )
+
+    def _base_info(self) -> dict[str, Any]:
+        return {"task_id": self.task.id if self.task else "", "max_turns": self.config.max_turns}
+
+    # -- gymnasium API ----------------------------------------------------------------------------
+
+    def render(self) -> str | None:
+        """The transcript so far as text (``render_mode="ansi"``); ``None`` without a render mode."""
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode: make the env with render_mode='ansi'")
+            return None
+        parts = []
+        for entry in self.transcript:
+            parts.append(f"===== {entry['role']} =====\n{entry['content']}")
+        return "\n".join(parts) + ("\n" if parts else "")
+
+    def close(self) -> None:
+        """Remove the episode directory (unless ``keep_workspace``) and stop the judge's workers."""
+        self._close_workspace()
+        if self._owns_judge and self.judge is not None and hasattr(self.judge, "close"):
+            self.judge.close()
+        self._done = True

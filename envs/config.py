@@ -1,0 +1,109 @@
+"""KernelEnvConfig: every setting of a kernel env, shared by the constructor and ``gym.make`` kwargs."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from cuda_gym.errors import CudaGymError
+
+REWARDS = ("milestone", "speedup", "log_speedup")
+"""Reward functions selectable by name (see :mod:`cuda_gym.reward`)."""
+
+
+@dataclass
+class KernelEnvConfig:
+    """Configuration of :class:`~cuda_gym.envs.KernelEnv` and :class:`~cuda_gym.envs.SingleTurnKernelEnv`.
+
+    Every field is also a keyword of the env constructors and of ``gym.make(id, **kwargs)``.
+    """
+
+    source: str = "builtin"
+    """Task set: ``builtin``, ``kernelbench``, ``ops6k`` or ``custom`` (custom needs ``data_path``)."""
+
+    level: int | None = None
+    """KernelBench level to draw tasks from (1-4); ``None`` keeps every level of the source."""
+
+    data_path: str | Path | None = None
+    """Where the task set lives (a folder or file); ``None`` searches ``CUDA_GYM_DATA_DIR`` and the cache."""
+
+    size: str = "default"
+    """Problem size of builtin tasks: ``small`` (fast on a CPU) or ``default`` (GPU-sized)."""
+
+    task_ids: Sequence[str] | None = None
+    """Restrict episodes to these task ids (in this order of preference for ``reset``'s draw)."""
+
+    device: str = "cuda"
+    """``cuda`` / ``cuda:N`` (the agent writes CUDA) or ``cpu`` (the agent writes C++); sets the flavour."""
+
+    judge: Any = None
+    """Judge settings: a ``JudgeConfig``, a dict of its fields, or a ready judge object with
+    ``verify/profile/submit(ws)`` (shared, not closed by the env). ``None`` uses the defaults."""
+
+    reward: str | Callable[..., float] = "milestone"
+    """Terminal reward: a name in ``REWARDS`` or a picklable function ``JudgeResult -> float``."""
+
+    reward_threshold: float = 1.05
+    """Speedup a milestone must beat (``milestone`` reward only): 1.05 means more than 5% faster."""
+
+    max_turns: int = 200
+    """Tool calls per episode; the last one is followed by the final judgement (``truncated=True``)."""
+
+    observation_max_length: int = 65536
+    """``max_length`` of the observation space: observations are cut in the middle to fit."""
+
+    action_max_length: int = 262144
+    """``max_length`` of the action space (longer actions are still accepted and parsed)."""
+
+    tool_output_limit: int = 16384
+    """Characters of one tool's output shown to the agent (cut in the middle)."""
+
+    keep_workspace: bool = False
+    """Keep each episode's directory on disk after the episode (for inspection)."""
+
+    workspace_dir: str | Path | None = None
+    """Parent folder of episode directories; ``None`` uses the system temp folder."""
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ConfigError(f"max_turns must be >= 1, got {self.max_turns}")
+        if isinstance(self.reward, str) and self.reward not in REWARDS:
+            raise ConfigError(f"unknown reward {self.reward!r}: use one of {', '.join(REWARDS)} or a function")
+        if self.size not in ("small", "default"):
+            raise ConfigError(f"size must be 'small' or 'default', got {self.size!r}")
+        if not (self.device == "cpu" or self.device == "cuda" or self.device.startswith("cuda:")):
+            raise ConfigError(f"device must be 'cuda', 'cuda:N' or 'cpu', got {self.device!r}")
+        if self.observation_max_length < 1024:
+            raise ConfigError("observation_max_length must be >= 1024 so tool outputs fit")
+        self.tool_output_limit = min(self.tool_output_limit, self.observation_max_length)
+        if isinstance(self.task_ids, str):
+            self.task_ids = [self.task_ids]
+
+    @property
+    def flavour(self) -> str:
+        """Workspace flavour that follows the device: ``cuda`` or ``cpu``."""
+        return "cpu" if self.device == "cpu" else "cuda"
+
+    @classmethod
+    def build(cls, config: "KernelEnvConfig | Mapping[str, Any] | None" = None, **overrides: Any) -> "KernelEnvConfig":
+        """A config from an instance or a dict, with keyword overrides; unknown keys are an error."""
+        if config is None:
+            base: dict[str, Any] = {}
+        elif isinstance(config, KernelEnvConfig):
+            base = {f.name: getattr(config, f.name) for f in dataclasses.fields(cls)}
+        else:
+            base = dict(config)
+        base.update(overrides)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(base) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown env setting(s) {', '.join(unknown)}; valid settings: {', '.join(sorted(known))}"
+            )
+        return cls(**base)
+
+
+class ConfigError(CudaGymError, ValueError):
+    """An env setting is invalid; the message names the valid values."""

@@ -1,0 +1,86 @@
+"""The adversarial suite: one entry per hack submission, with what the static rules and the judge must find."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CASES = HERE / "cases"
+TASKS = HERE / "tasks"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One hack submission.
+
+    Attributes:
+        name: directory under ``cases/`` (a workspace: ``model_new.py`` + ``kernels/``).
+        hack: catalogue number and name (docs/rules.md, peers.md section 5).
+        task: ``custom:<file stem>`` (tests/adversarial/tasks) or a KernelBench id ``kernelbench/L1/...``.
+        flavour: ``cpu`` (judged on the CPU device in CI) or ``cuda`` (GPU tests).
+        static: rules ``rules.check_submission`` must report (empty: invisible to static checks).
+        judge: what the judge must report: rule names of violations, or ``correctness`` (a failed
+            trial), or ``low-variance`` (passes, but ``low_variance_output`` is set).
+        mode: the judge mode needed to see it (``full`` when only checked timed outputs reveal it).
+    """
+
+    name: str
+    hack: str
+    task: str
+    flavour: str
+    static: frozenset[str] = field(default_factory=frozenset)
+    judge: frozenset[str] = field(default_factory=frozenset)
+    mode: str = "full"
+
+    @property
+    def path(self) -> Path:
+        """The case's workspace directory."""
+        return CASES / self.name
+
+    @property
+    def gpu(self) -> bool:
+        """Whether judging it needs a CUDA device."""
+        return self.flavour == "cuda"
+
+
+def _c(name: str, hack: str, task: str, flavour: str, static: set[str], judge: set[str], mode: str = "full") -> Case:
+    return Case(name, hack, task, flavour, frozenset(static), frozenset(judge or static), mode)
+
+
+SR = "custom:scale_relu"
+
+MANIFEST: list[Case] = [
+    _c("c01_allocator_reuse", "1 allocator result reuse", SR, "cpu", set(), {"correctness"}),
+    _c("c02_input_mutation", "2 input mutation", SR, "cpu", set(), {"input-mutation"}),
+    _c("c04_thread_cpp", "4 thread injection (C++ std::thread)", SR, "cpu", {"thread"}, {"thread"}),
+    _c("c04_thread_python", "4 thread injection (python threading)", SR, "cpu", {"thread"}, {"thread"}),
+    _c("c05_tensor_subclass", "5 lazy tensor subclass", SR, "cpu", {"tensor-subclass"}, {"tensor-subclass"}),
+    _c("c06_timer_patch", "6 timer monkey-patch", SR, "cpu", {"timer-patch"}, {"timer-patch"}),
+    _c("c07_checker_patch", "7 comparator patch", SR, "cpu", {"checker-patch"}, {"checker-patch"}),
+    _c("c08_functional_fallback", "8 torch fallback (F.* bound at import)", SR, "cpu", {"torch-compute"}, set()),
+    _c("c08_decoy_tensor_method", "8 decoy kernel + tensor methods", SR, "cpu", {"torch-compute"}, set()),
+    _c("c08_try_fallback", "8 try/except fallback", SR, "cpu", {"fallback", "torch-compute"}, set()),
+    _c("c08_subclass_reference", "8 subclass the reference Model", SR, "cpu", {"fallback"}, set()),
+    _c("c08_aten_in_cpp", "8 torch fallback in C++ (at::relu)", SR, "cpu", {"torch-compute"}, set()),
+    _c("c09_gc_theft", "9 gc reference theft", SR, "cpu", {"introspection"}, set()),
+    _c("c10_memo_data_ptr", "10 memoisation by data_ptr (python)", SR, "cpu", {"memoisation"}, set()),
+    _c("c10_memo_cpp", "10 memoisation by data_ptr (C++ static map)", SR, "cpu", {"memoisation"}, set()),
+    _c("c11_phase_python", "11 phase detection (call counting, python)", SR, "cpu", {"memoisation"}, set()),
+    _c("c11_phase_cpp", "11 phase detection (call counting, C++)", SR, "cpu", set(), {"correctness"}),
+    _c("c12_precision_python", "12 precision downgrade (.half())", SR, "cpu", {"precision"}, set()),
+    _c("c13_constant_output", "13 constant output on a low-variance task", "custom:centered_mean", "cpu", set(),
+       {"low-variance"}),
+    _c("c15_silent_failure", "15 silent failure returning uninitialised memory", SR, "cpu", set(), {"correctness"}),
+    _c("c18_tamper_infra", "18 workspace tampering (binding.cpp, model.py)", SR, "cpu", set(), {"infra-tamper"}),
+    _c("c19_nan_output", "19 NaN output", SR, "cpu", set(), {"correctness"}),
+    _c("g01_allocator_reuse_cuda", "1 allocator result reuse (CUDA)", SR, "cuda", set(), {"correctness"}),
+    _c("g03_side_stream_cpp", "3 side stream (C++ cudaStreamCreate)", SR, "cuda", {"stream"}, set()),
+    _c("g03_side_stream_python", "3 side stream (torch.cuda.Stream)", SR, "cuda", {"stream"}, set()),
+    _c("g08_decoy_cuda", "8 decoy kernel behind a ghost branch", SR, "cuda", {"torch-compute"}, set()),
+    _c("g12_precision_cuda", "12 fp16 internals in the kernel", SR, "cuda", {"precision"}, set()),
+    _c("g15_silent_launch_failure", "15 silent launch failure", SR, "cuda", set(), {"correctness"}),
+    _c("g16_host_compute", "16 host compute hidden from kernel timing", SR, "cuda", {"host-compute", "thread"}, set()),
+]
+"""Every case. Hacks 14 (shape specialisation), 17 (name attribution) and 20 (impossible speed) have no
+case of their own: see docs/rules.md for why."""

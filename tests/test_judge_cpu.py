@@ -1,0 +1,235 @@
+"""The whole judge path on the CPU device: real compiles, real sandboxed worker processes, real timings."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import judge_cases as cases
+from cuda_gym.errors import JudgeError
+from cuda_gym.judge import Judge, JudgeConfig, JudgeResult
+from cuda_gym.judge.baselines import BaselineCache
+from cuda_gym.judge.compare import compare_outputs, constant_would_pass
+from cuda_gym.reward import milestone_reward
+from cuda_gym.tasks import get_task
+
+TOL = {"float32": (1e-2, 1e-2), "float64": (1e-2, 1e-2), "float16": (1e-2, 1e-2)}
+
+
+# ---------------------------------------------------------------------------- comparison (no processes)
+
+
+def test_compare_accepts_within_tolerance_and_reports_errors() -> None:
+    r = torch.linspace(-3, 3, 100)
+    ok = compare_outputs(r, r + 0.005, TOL)
+    assert ok.passed and 0.004 < ok.max_abs_error < 0.006
+    bad = compare_outputs(r, r + 0.5, TOL)
+    assert not bad.passed and "outside atol=0.01" in bad.message and bad.max_abs_error == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("ref", "cand", "needle"),
+    [
+        (torch.zeros(3), torch.zeros(4), "shape"),
+        (torch.zeros(3), torch.zeros(3, dtype=torch.float64), "dtype"),
+        (torch.zeros(3), (torch.zeros(3),), "expected Tensor, got tuple"),
+        ((torch.zeros(3), torch.zeros(2)), (torch.zeros(3),), "length"),
+        ({"a": torch.zeros(1)}, {"b": torch.zeros(1)}, "keys"),
+        (torch.zeros(3), torch.tensor([0.0, float("nan"), 0.0]), "NaN or inf"),
+        (torch.tensor([1.0, float("nan")]), torch.tensor([1.0, 2.0]), "reference is NaN"),
+        (torch.tensor([1, 2, 3]), torch.tensor([1, 2, 4]), "integer elements differ"),
+        (3, 4, "expected 3"),
+        (torch.zeros(3), torch.nn.Parameter(torch.zeros(3)), "subclass"),
+    ],
+)
+def test_compare_rejects(ref: object, cand: object, needle: str) -> None:
+    res = compare_outputs(ref, cand, TOL)
+    assert not res.passed
+    assert needle in res.message
+
+
+def test_compare_matching_non_finite_and_nested_structures() -> None:
+    ref = (torch.tensor([1.0, float("inf"), float("nan")]), [torch.tensor([1, 2])], {"k": 2.0})
+    cand = (torch.tensor([1.001, float("inf"), float("nan")]), [torch.tensor([1, 2])], {"k": 2.001})
+    assert compare_outputs(ref, cand, TOL).passed
+    assert not compare_outputs(ref, (ref[0], [torch.tensor([1, 3])], {"k": 2.0}), TOL).passed
+
+
+def test_constant_would_pass_flags_low_variance_outputs() -> None:
+    g = torch.Generator().manual_seed(0)
+    varied = [torch.randn(64, generator=g) for _ in range(3)]
+    assert constant_would_pass(varied, TOL) == ""
+    tiny = [1e-4 * torch.randn(64, generator=g) for _ in range(3)]
+    assert "all-zero" in constant_would_pass(tiny, TOL)
+    shifted = [5.0 + 1e-4 * torch.randn(64, generator=g) for _ in range(3)]
+    assert "constant" in constant_would_pass(shifted, TOL)
+    fixed = torch.randn(64, generator=g) * 10
+    same = [fixed + 1e-5 * torch.randn(64, generator=g) for _ in range(3)]
+    assert "depends on the inputs" in constant_would_pass(same, TOL)
+
+
+def test_config_validation_names_the_problem() -> None:
+    with pytest.raises(JudgeError, match="device"):
+        JudgeConfig(device="tpu")
+    with pytest.raises(JudgeError, match="correctness_trials"):
+        JudgeConfig(correctness_trials=0)
+    with pytest.raises(JudgeError, match="unknown JudgeConfig field"):
+        JudgeConfig.from_dict({"devise": "cpu"})
+    cfg = JudgeConfig(device="cpu")
+    assert cfg.n_timed == 10 and cfg.tolerance("float32") == (1e-2, 1e-2)
+    assert JudgeConfig(device="cuda").n_timed == 50
+
+
+def test_baseline_cache_roundtrip(tmp_path: Path) -> None:
+    cache = BaselineCache(tmp_path)
+    path = cache.path("abc", "NVIDIA H200 / SXM", "2.9.0+cu130", "float32")
+    assert path.relative_to(tmp_path).parts == ("abc", "NVIDIA_H200_SXM", "2.9.0+cu130", "float32.json")
+    assert cache.get(path) is None
+    with cache.lock(path):
+        cache.put(path, {"eager": {"median_ms": 1.0}, "compile": None})
+    assert cache.get(path) == {"eager": {"median_ms": 1.0}, "compile": None}
+    path.write_text("{broken")
+    assert cache.get(path) is None
+
+
+# ---------------------------------------------------------------------------- the real judge on the CPU
+
+
+@pytest.fixture(scope="module")
+def task():
+    return get_task(cases.TASK_ID, size="small")
+
+
+@pytest.fixture(scope="module")
+def judge_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("judge_cpu")
+    return {"cache_dir": root / "cache", "torch_extensions_dir": root / "torch_ext", "work_dir": root / "jobs"}
+
+
+@pytest.fixture(scope="module")
+def judge(judge_env: dict[str, Path]):
+    cfg = JudgeConfig(device="cpu", timed_calls=5, warmup=2, checked_timed_calls=2, cache_judgements=False, **judge_env)
+    with Judge(cfg) as j:
+        yield j
+
+
+def write(tmp_path: Path, source: str, name: str = "solution.py") -> Path:
+    path = tmp_path / name
+    path.write_text(source)
+    return path
+
+
+def test_honest_single_file_passes_with_timings_and_cached_baselines(judge: Judge, task, tmp_path: Path) -> None:
+    res = judge.evaluate(task, solution=write(tmp_path, cases.HONEST), mode="full")
+    assert res.compiled, res.compile_log
+    assert res.error == "", res.error
+    assert res.correct and res.violations == [], res.violations
+    assert len(res.trials) == 5 + 2 and sum(t.timed for t in res.trials) == 2
+    assert len({t.seed for t in res.trials}) == 7  # fresh inputs per check
+    assert res.candidate is not None and res.candidate.trials == 5 and res.candidate.median_ms > 0
+    assert res.eager is not None and res.eager.median_ms > 0
+    assert res.compile is not None and res.compile.median_ms > 0, res.fingerprint
+    assert milestone_reward(res) >= 1
+    assert 0 < res.timed_seconds < res.seconds
+    assert res.fingerprint["device"] == "cpu" and res.fingerprint["torch"] == torch.__version__
+    info = res.to_info()
+    assert info["passed"] and info["trials_passed"] == 7
+    assert JudgeResult.from_dict(json.loads(res.to_json())).to_info()["candidate_ms"] == pytest.approx(info["candidate_ms"])
+    # The second evaluation takes both baselines from the on-disk cache.
+    again = judge.evaluate(task, solution=cases.HONEST, mode="full")
+    assert again.passed
+    assert again.eager is not None and again.eager.source == "cache"
+    assert again.compile is not None and again.compile.source == "cache"
+    assert again.eager.median_ms == res.eager.median_ms
+
+
+def test_wrong_output_fails_a_trial(judge: Judge, task) -> None:
+    res = judge.evaluate(task, solution=cases.WRONG, mode="verify")
+    assert res.compiled and not res.error
+    assert not res.correct and milestone_reward(res) == -1
+    assert all(not t.passed for t in res.trials)
+    assert "outside atol" in res.trials[0].message
+    assert res.candidate is None and res.eager is None  # verify mode does not time
+
+
+def test_uninitialised_output_fails_thanks_to_poisoned_memory(judge: Judge, task) -> None:
+    res = judge.evaluate(task, solution=cases.EMPTY, mode="verify")
+    assert res.compiled and not res.error
+    assert not any(t.passed for t in res.trials), res.trials
+
+
+def test_exception_crash_and_next_evaluation(judge: Judge, task) -> None:
+    res = judge.evaluate(task, solution=cases.EXCEPTION, mode="full")
+    assert res.compiled and not res.correct
+    assert "RuntimeError: boom in forward" in res.error and "correctness" in res.error
+    assert "solution.py" in res.error  # the candidate's frame is shown
+    crash = judge.evaluate(task, solution=cases.CRASH, mode="full")
+    assert not crash.correct and "died without a report" in crash.error
+    assert milestone_reward(crash) == -1
+    ok = judge.evaluate(task, solution=cases.HONEST, mode="verify")
+    assert ok.passed, (ok.error, ok.violations)
+
+
+def test_hang_is_killed_at_the_wall_limit(judge_env: dict[str, Path], task) -> None:
+    cfg = JudgeConfig(device="cpu", timeout_s=20, single_file_build_s=0, timing_budget_s=0, cache_judgements=False, **judge_env)
+    with Judge(cfg) as j:
+        start = time.monotonic()
+        res = j.evaluate(task, solution=cases.HANG, mode="verify")
+        assert time.monotonic() - start < 60
+        assert not res.correct and "killed" in res.error and "wall" in res.error
+        assert "correctness" in res.error  # the stage it hung in
+        # The same judge works next: a PyTorch-only ModelNew is correct but breaks the no-fallback rule.
+        ok = j.evaluate(task, solution=cases.TORCH_FALLBACK, mode="verify")
+        assert ok.correct, ok.error
+        assert any(v.rule == "torch-compute" for v in ok.violations) and milestone_reward(ok) == -1
+
+
+def test_import_errors_are_compile_failures(judge: Judge, task) -> None:
+    res = judge.evaluate(task, solution=cases.SYNTAX_ERROR, mode="verify")
+    assert not res.compiled and "SyntaxError" in res.compile_log
+    res = judge.evaluate(task, solution=cases.NO_MODEL, mode="verify")
+    assert not res.compiled and "no ModelNew" in res.compile_log
+
+
+def test_input_mutation_and_python_threads_are_violations(judge: Judge, task) -> None:
+    res = judge.evaluate(task, solution=cases.MUTATES, mode="verify")
+    assert any(v.rule == "input-mutation" and "input 0" in v.message for v in res.violations), res.violations
+    assert milestone_reward(res) == -1
+    res = judge.evaluate(task, solution=cases.THREAD, mode="verify")
+    assert any(v.rule == "thread" and "Python thread" in v.message for v in res.violations), res.violations
+
+
+def test_profile_mode_returns_kernel_tables(judge: Judge, task) -> None:
+    res = judge.evaluate(task, solution=cases.HONEST, mode="profile")
+    assert res.passed, (res.error, res.violations)
+    assert res.profile and res.reference_profile
+    assert any("gelu" in k.name.lower() for k in res.reference_profile), res.reference_profile
+    assert math.isclose(sum(k.share for k in res.profile), 1.0, rel_tol=1e-6) or len(res.profile) == 15
+
+
+def test_judgement_cache_makes_repeats_cheap(judge_env: dict[str, Path], task) -> None:
+    cfg = JudgeConfig(device="cpu", timed_calls=3, warmup=1, compile_baseline=False, **judge_env)
+    with Judge(cfg) as j:
+        first = j.evaluate(task, solution=cases.HONEST, mode="verify")
+        assert first.passed and "judgement" not in first.fingerprint
+        start = time.perf_counter()
+        second = j.evaluate(task, solution=cases.HONEST, mode="verify")
+        assert time.perf_counter() - start < 1.0
+        assert second.fingerprint.get("judgement") == "cache" and second.passed
+        assert [t.seed for t in second.trials] == [t.seed for t in first.trials]
+        other = j.evaluate(task, solution=cases.WRONG, mode="verify")
+        assert not other.passed and "judgement" not in other.fingerprint
+
+
+def test_evaluate_argument_errors(judge: Judge, task, tmp_path: Path) -> None:
+    with pytest.raises(JudgeError, match="exactly one"):
+        judge.evaluate(task, mode="verify")
+    with pytest.raises(JudgeError, match="mode"):
+        judge.evaluate(task, solution="x", mode="fast")  # type: ignore[arg-type]
+    with pytest.raises(JudgeError, match="does not exist"):
+        judge.evaluate(task, solution=tmp_path / "missing.py")

@@ -1,0 +1,217 @@
+"""The file tools on a real temporary workspace: confinement, protected files, caps and error messages."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from cuda_gym.errors import ToolError
+from cuda_gym.tasks import get_task
+from cuda_gym.tools import files
+from cuda_gym.tools.files import FileLimits
+from cuda_gym.workspace import PROTECTED, Workspace
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Iterator[Workspace]:
+    workspace = Workspace.create(get_task("builtin/fused_bias_gelu"), flavour="cpu", parent=tmp_path)
+    yield workspace
+    workspace.close()
+
+
+def test_write_read_round_trip(ws: Any) -> None:
+    msg = files.write_file(ws, "kernels/sub/dir/op.cu", "line one\nline two\n")
+    assert msg == "created kernels/sub/dir/op.cu (18 bytes, 2 lines)"
+    assert (Path(ws.root) / "kernels/sub/dir/op.cu").read_text() == "line one\nline two\n"
+    out = files.read_file(ws, "kernels/sub/dir/op.cu")
+    assert "     1\tline one\n     2\tline two\n" in out
+    assert "lines 1-2 of 2" in out
+    assert files.write_file(ws, "kernels/sub/dir/op.cu", "x").startswith("overwrote")
+
+
+def test_write_keeps_content_exactly(ws: Any) -> None:
+    content = "a\r\nb\u00e9\U0001f680\n\tc"
+    files.write_file(ws, "kernels/x.cpp", content)
+    assert (Path(ws.root) / "kernels/x.cpp").read_bytes() == content.encode("utf-8")
+
+
+def test_read_ranges_and_budget(ws: Any) -> None:
+    files.write_file(ws, "big.txt", "".join(f"row {i}\n" for i in range(1, 1001)))
+    out = files.read_file(ws, "big.txt", 10, 12)
+    assert out.splitlines()[:3] == ["    10\trow 10", "    11\trow 11", "    12\trow 12"]
+    assert "lines 10-12 of 1000" in out
+    small = FileLimits(read_chars=200)
+    out = files.read_file(ws, "big.txt", limits=small)
+    assert len(out) < 400
+    assert "start_line=" in out and "read on" in out
+    with pytest.raises(ToolError, match="past the end of big.txt"):
+        files.read_file(ws, "big.txt", 2000)
+    with pytest.raises(ToolError, match="before start_line"):
+        files.read_file(ws, "big.txt", 5, 4)
+    long_line = "y" * 5000
+    files.write_file(ws, "long.txt", long_line)
+    assert "line cut, 5000 characters" in files.read_file(ws, "long.txt")
+
+
+def test_read_errors(ws: Any) -> None:
+    with pytest.raises(ToolError, match="no such file: nope.cu"):
+        files.read_file(ws, "nope.cu")
+    with pytest.raises(ToolError, match="is a directory"):
+        files.read_file(ws, "kernels")
+    (Path(ws.root) / "blob.bin").write_bytes(b"\x7fELF\x00\x01\x02")
+    with pytest.raises(ToolError, match="binary file"):
+        files.read_file(ws, "blob.bin")
+    (Path(ws.root) / "latin.txt").write_bytes(b"caf\xe9\n")
+    with pytest.raises(ToolError, match="not UTF-8"):
+        files.read_file(ws, "latin.txt")
+    (Path(ws.root) / "empty.txt").write_text("")
+    assert "empty file" in files.read_file(ws, "empty.txt")
+    with pytest.raises(ToolError, match="not opened"):
+        files.read_file(ws, "model_new.py", limits=FileLimits(max_read_bytes=3))
+
+
+def test_protected_files_are_readable_not_writable(ws: Any) -> None:
+    for name in PROTECTED:
+        before = (Path(ws.root) / name).read_bytes()
+        assert files.read_file(ws, name)
+        with pytest.raises(ToolError, match="protected"):
+            files.write_file(ws, name, "hacked")
+        with pytest.raises(ToolError, match="protected"):
+            files.edit_file(ws, name, before.decode()[:3], "zz")
+        with pytest.raises(ToolError, match="protected"):
+            files.multi_edit(ws, name, [{"old_string": before.decode()[:3], "new_string": "zz"}])
+        assert (Path(ws.root) / name).read_bytes() == before
+    # Through another spelling of the same path.
+    with pytest.raises(ToolError, match="protected"):
+        files.write_file(ws, "kernels/../model.py", "hacked")
+
+
+def test_symlink_to_protected_file_is_refused(ws: Any) -> None:
+    os.symlink("model.py", Path(ws.root) / "alias.py")
+    with pytest.raises(ToolError):
+        files.write_file(ws, "alias.py", "hacked")
+    assert "hacked" not in (Path(ws.root) / "model.py").read_text()
+
+
+@pytest.mark.parametrize("path", ["../escape.txt", "/etc/passwd", "kernels/../../x", "/tmp/x"])
+def test_paths_outside_are_refused(ws: Any, path: str) -> None:
+    with pytest.raises(ToolError):
+        files.write_file(ws, path, "x")
+    with pytest.raises(ToolError):
+        files.read_file(ws, path)
+    assert not (Path(ws.root).parent / "escape.txt").exists()
+
+
+def test_symlinked_dir_out_is_refused(ws: Any, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret\n")
+    os.symlink(outside, Path(ws.root) / "link")
+    with pytest.raises(ToolError):
+        files.read_file(ws, "link/secret.txt")
+    with pytest.raises(ToolError):
+        files.write_file(ws, "link/new.txt", "x")
+    assert not (outside / "new.txt").exists()
+    assert "secret" not in files.glob(ws, "**/*")
+    assert "no matches" in files.grep(ws, "secret")
+    os.symlink(outside / "secret.txt", Path(ws.root) / "file_link")
+    assert "no matches" in files.grep(ws, "secret")
+
+
+def test_write_to_directory_is_refused(ws: Any) -> None:
+    with pytest.raises(ToolError, match="is a directory"):
+        files.write_file(ws, "kernels", "x")
+    files.write_file(ws, "afile", "x")
+    with pytest.raises(ToolError, match="not a directory"):
+        files.write_file(ws, "afile/child.txt", "x")
+
+
+def test_edit_file(ws: Any) -> None:
+    files.write_file(ws, "k.cu", "int a = 1;\nint b = 1;\nint c = 2;\n")
+    with pytest.raises(ToolError, match="0 matches"):
+        files.edit_file(ws, "k.cu", "int d", "int e")
+    with pytest.raises(ToolError, match="different leading/trailing whitespace"):
+        files.edit_file(ws, "k.cu", "  int c = 2;", "x")
+    with pytest.raises(ToolError, match="2 matches for old_string, must be unique.*replace_all"):
+        files.edit_file(ws, "k.cu", "= 1;", "= 3;")
+    with pytest.raises(ToolError, match="identical"):
+        files.edit_file(ws, "k.cu", "int c", "int c")
+    assert files.edit_file(ws, "k.cu", "int c = 2;", "int c = 5;") == \
+        "edited k.cu: replaced 1 occurrence (first at line 3)"
+    assert "2 occurrences" in files.edit_file(ws, "k.cu", "= 1;", "= 3;", replace_all=True)
+    assert (Path(ws.root) / "k.cu").read_text() == "int a = 3;\nint b = 3;\nint c = 5;\n"
+    with pytest.raises(ToolError, match="no such file"):
+        files.edit_file(ws, "missing.cu", "a", "b")
+
+
+def test_multi_edit_is_atomic(ws: Any) -> None:
+    original = "alpha\nbeta\ngamma\n"
+    files.write_file(ws, "m.txt", original)
+    with pytest.raises(ToolError, match="edit 2 of 3 \\(nothing was written\\).*0 matches"):
+        files.multi_edit(ws, "m.txt", [
+            {"old_string": "alpha", "new_string": "ALPHA"},
+            {"old_string": "delta", "new_string": "DELTA"},
+            {"old_string": "gamma", "new_string": "GAMMA"},
+        ])
+    assert (Path(ws.root) / "m.txt").read_text() == original
+    # Edits apply in order: the second sees the first's result.
+    msg = files.multi_edit(ws, "m.txt", [
+        {"old_string": "alpha", "new_string": "a-a"},
+        {"old_string": "a-a", "new_string": "A", "replace_all": True},
+        {"old_string": "gamma", "new_string": "G"},
+    ])
+    assert msg == "edited m.txt: applied 3 edits (3 replacements)"
+    assert (Path(ws.root) / "m.txt").read_text() == "A\nbeta\nG\n"
+
+
+def test_glob(ws: Any) -> None:
+    files.write_file(ws, "kernels/a.cu", "")
+    files.write_file(ws, "kernels/b_binding.cpp", "")
+    files.write_file(ws, "kernels/deep/c.cu", "")
+    assert files.glob(ws, "kernels/*.cu").splitlines()[0] == "kernels/a.cu"
+    out = files.glob(ws, "**/*.cu")
+    assert "kernels/a.cu" in out and "kernels/deep/c.cu" in out and "[2 paths match" in out
+    assert "kernels/deep/" in files.glob(ws, "kernels/*")
+    assert "no paths match" in files.glob(ws, "*.nothing")
+    for bad in ["../*", "/etc/*", "kernels/../../*"]:
+        with pytest.raises(ToolError):
+            files.glob(ws, bad)
+    for i in range(30):
+        files.write_file(ws, f"many/f{i:02d}.txt", "")
+    out = files.glob(ws, "many/*", limits=FileLimits(glob_results=5))
+    assert len(out.splitlines()) == 6 and "30 paths match" in out and "showing the first 5" in out
+
+
+def test_grep(ws: Any) -> None:
+    files.write_file(ws, "kernels/a.cu", "__global__ void gelu() {}\nint x;\n__global__ void relu() {}\n")
+    files.write_file(ws, "kernels/b.cpp", "void gelu_launch();\n")
+    (Path(ws.root) / "kernels/blob.bin").write_bytes(b"gelu\x00\x01")
+    out = files.grep(ws, r"gel(u)", path="kernels")
+    assert "kernels/a.cu:1: __global__ void gelu() {}" in out
+    assert "kernels/b.cpp:1: void gelu_launch();" in out
+    assert "blob.bin" not in out
+    assert "2 matching lines in 2 files" in out
+    only_cu = files.grep(ws, "gelu", glob="*.cu")
+    assert "a.cu" in only_cu and "b.cpp" not in only_cu
+    assert "kernels/a.cu:3:" in files.grep(ws, "relu", path="kernels/a.cu")
+    assert "no matches" in files.grep(ws, "tanh", path="kernels")
+    with pytest.raises(ToolError, match="invalid regular expression"):
+        files.grep(ws, "(unclosed")
+    with pytest.raises(ToolError, match="no such file"):
+        files.grep(ws, "x", path="nothere")
+    with pytest.raises(ToolError):
+        files.grep(ws, "x", path="../")
+    files.write_file(ws, "rep.txt", "hit\n" * 50)
+    capped = files.grep(ws, "hit", path="rep.txt", limits=FileLimits(grep_matches=3))
+    assert capped.count("rep.txt:") == 3 and "50 matching lines" in capped and "showing the first 3" in capped
+
+
+@pytest.mark.timeout(60)
+def test_grep_pathological_regex_stops(ws: Any) -> None:
+    if files._regex is None:  # pragma: no cover - `regex` is a dependency
+        pytest.skip("the `regex` module is not installed: no regex timeout")
+    files.write_file(ws, "evil.txt", ("a" * 40 + "!\n") * 3)
+    out = files.grep(ws, r"(a|a)+b", limits=FileLimits(grep_seconds=0.5))
+    assert "search stopped after 0.5 s" in out
