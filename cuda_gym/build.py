@@ -231,6 +231,11 @@ class Toolchain:
     """CPU model and ISA flags (the CPU flavour's ``-march=native`` depends on them)."""
     arch: str = ""
 
+    def binding_signature(self) -> str:
+        """What the precompiled header and ``binding.o`` depend on (the same for both flavours)."""
+        parts = [KEY_VERSION, self.cxx_version, self.torch_version, self.python_tag, *self.binding_flags]
+        return "\n".join(_strip_paths(p) for p in parts)
+
     def signature(self) -> str:
         """Everything about the toolchain that changes the built module (part of the cache key)."""
         parts = [KEY_VERSION, self.flavour, self.arch, self.cxx_version, self.nvcc_version, self.torch_version,
@@ -392,7 +397,7 @@ def _ensure_pch(tc: Toolchain, root: Path) -> Path:
     Returns the header to pass to ``-include``; GCC picks up the ``.gch`` beside it when the flags
     match and silently parses the header otherwise.
     """
-    digest = hashlib.sha256((tc.signature() + "\npch").encode()).hexdigest()[:24]
+    digest = hashlib.sha256((tc.binding_signature() + "\npch").encode()).hexdigest()[:24]
     folder = root / "pch" / digest
     header = folder / "torch_extension.h"
     gch = folder / "torch_extension.h.gch"
@@ -422,7 +427,7 @@ def _ensure_infra_object(tc: Toolchain, root: Path) -> Path:
     source = _template("binding.cpp")
     registry = _template("binding_registry.h")
     content = source.read_bytes() + b"\0" + registry.read_bytes()
-    digest = hashlib.sha256(content + tc.signature().encode()).hexdigest()[:24]
+    digest = hashlib.sha256(content + tc.binding_signature().encode()).hexdigest()[:24]
     obj = root / "infra" / digest / "binding.o"
     if obj.exists():
         return obj

@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_commands(sub)
     _add_doctor_command(sub)
     _add_demo_commands(sub)
+    _add_judge_commands(sub)
     return parser
 
 
@@ -379,6 +380,129 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for name, where in _data_status():
         print(f"data {name}: {where}")
     return 0
+
+
+def _add_judge_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """The ``judge`` command and the ``baselines`` group (``baselines measure``)."""
+    judge = sub.add_parser(
+        "judge",
+        help="verify and time a submission",
+        description="Judge a workspace or a KernelBench-style single file (ModelNew) against a task: "
+        "correctness on fresh inputs, rules, timing vs eager and torch.compile; prints the verdict and "
+        "the milestone reward.",
+    )
+    judge.add_argument("--task", required=True, metavar="ID", help="task id, e.g. builtin/softmax")
+    what = judge.add_mutually_exclusive_group(required=True)
+    what.add_argument("--workspace", metavar="DIR", help="a workspace folder (model_new.py, kernels/)")
+    what.add_argument("--solution", metavar="FILE", help="a single .py file defining ModelNew (load_inline)")
+    judge.add_argument("--device", default=None, help="cuda:N or cpu (default: cuda:0 if a GPU is visible, else cpu)")
+    judge.add_argument("--mode", choices=["verify", "profile", "full"], default="full", help="what to do (default full)")
+    judge.add_argument("--path", default=None, help="data folder or file holding the task")
+    judge.add_argument("--size", choices=["small", "default"], default=None, help="builtin task size")
+    judge.add_argument("--timed-calls", type=int, default=None, help="timed calls (default 50 on GPU, 10 on CPU)")
+    judge.add_argument("--no-cache", action="store_true", help="ignore the judgement and baseline caches")
+    judge.add_argument("--json", action="store_true", help="print the JudgeResult as JSON")
+    judge.set_defaults(func=cmd_judge)
+
+    baselines = sub.add_parser("baselines", help="measure reference timings",
+                               description="Eager and torch.compile timings of tasks, cached on disk.")
+    bsub = baselines.add_subparsers(dest="baselines_command", metavar="SUBCOMMAND")
+    bsub.required = True
+    measure = bsub.add_parser(
+        "measure",
+        help="fill the baseline cache for a task set (resumable)",
+        description="Time eager PyTorch and torch.compile for every task of a set on one device and store "
+        "the results in the baseline cache; tasks already cached are skipped, so an interrupted run resumes.",
+    )
+    measure.add_argument("--source", default="builtin", help="task set: builtin, kernelbench, ops6k, custom")
+    measure.add_argument("--level", type=int, action="append", default=None, help="keep only this level (repeatable)")
+    measure.add_argument("--path", default=None, help="data folder or file")
+    measure.add_argument("--size", choices=["small", "default"], default="default", help="builtin task size")
+    measure.add_argument("--device", default=None, help="cuda:N or cpu (default: cuda:0 if a GPU is visible, else cpu)")
+    measure.add_argument("--limit", type=int, default=None, help="at most this many tasks")
+    measure.add_argument("--no-compile", action="store_true", help="time eager only")
+    measure.set_defaults(func=cmd_baselines_measure)
+
+
+def _default_device(device: str | None) -> str:
+    if device:
+        return device
+    import torch
+
+    return "cuda:0" if torch.cuda.is_available() else "cpu"
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    """``cuda-gym judge``: the verdict (or JSON); exit 0 when the submission passed, 1 when not."""
+    from pathlib import Path
+
+    from cuda_gym.errors import CudaGymError
+    from cuda_gym.judge import Judge, JudgeConfig
+    from cuda_gym.judge.report import summary
+    from cuda_gym.reward import milestone_reward
+    from cuda_gym.tasks import get_task
+
+    try:
+        task = get_task(args.task, path=args.path, size=args.size)
+        config = JudgeConfig(device=_default_device(args.device), timed_calls=args.timed_calls,
+                             use_cache=not args.no_cache, cache_judgements=not args.no_cache)
+        with Judge(config) as judge:
+            if args.workspace:
+                from cuda_gym.workspace import Workspace
+
+                ws = Workspace.open(Path(args.workspace), task, "cuda" if config.is_cuda else "cpu")
+                result = judge.evaluate(task, workspace=ws, mode=args.mode)
+            else:
+                result = judge.evaluate(task, solution=Path(args.solution), mode=args.mode)
+    except CudaGymError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        import json
+
+        data = json.loads(result.to_json())
+        data["milestone"] = milestone_reward(result)
+        print(json.dumps(data, indent=2))
+    else:
+        print(summary(result))
+    return 0 if result.passed else 1
+
+
+def cmd_baselines_measure(args: argparse.Namespace) -> int:
+    """``cuda-gym baselines measure``: fill the baseline cache with a progress bar; skips cached tasks."""
+    from tqdm import tqdm
+
+    from cuda_gym.errors import CudaGymError, JudgeError
+    from cuda_gym.judge import Judge, JudgeConfig
+    from cuda_gym.tasks import load_tasks
+
+    try:
+        tasks = list(load_tasks(args.source, path=args.path, level=args.level, size=args.size))
+    except CudaGymError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.limit is not None:
+        tasks = tasks[: args.limit]
+    config = JudgeConfig(device=_default_device(args.device), compile_baseline=not args.no_compile)
+    measured = skipped = failed = 0
+    with Judge(config) as judge:
+        bar = tqdm(tasks, desc="baselines", unit="task", file=sys.stderr)
+        for task in bar:
+            bar.set_postfix_str(task.id[-40:])
+            try:
+                if judge.baseline_cached(task):
+                    skipped += 1
+                    continue
+                eager, comp, error = judge.baselines(task)
+                measured += 1
+                note = f" (torch.compile failed: {error[:120]})" if error else ""
+                comp_ms = f"{comp.median_ms:.4f}" if comp else "n/a"
+                bar.write(f"{task.id}: eager {eager.median_ms if eager else float('nan'):.4f} ms, compile {comp_ms} ms{note}")
+            except JudgeError as exc:
+                failed += 1
+                bar.write(f"{task.id}: FAILED {str(exc).splitlines()[0][:200]}")
+    print(f"measured {measured}, already cached {skipped}, failed {failed} (device {config.device})")
+    return 0 if failed == 0 else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -233,3 +233,66 @@ def test_evaluate_argument_errors(judge: Judge, task, tmp_path: Path) -> None:
         judge.evaluate(task, solution="x", mode="fast")  # type: ignore[arg-type]
     with pytest.raises(JudgeError, match="does not exist"):
         judge.evaluate(task, solution=tmp_path / "missing.py")
+
+
+# ---------------------------------------------------------------------------- workspaces (real builds)
+
+from build_fixtures import build_cache, build_config, cpu_add_build, write_add_kernels, add_task  # noqa: E402,F401
+
+
+def test_workspace_passes_then_tampering_and_compile_errors_are_reported(
+    cpu_add_build, judge_env: dict[str, Path], tmp_path: Path
+) -> None:
+    ws = cpu_add_build.ws
+    cfg = JudgeConfig(device="cpu", timed_calls=3, warmup=1, compile_baseline=False, cache_judgements=False,
+                      build=cpu_add_build.config, **judge_env)
+    with Judge(cfg) as j:
+        res = j.submit(ws)
+        assert res.passed, res.to_json()
+        assert res.candidate is not None and res.eager is not None and res.compile is None
+        assert math.isnan(res.speedup_vs_compile) and milestone_reward(res) in (1, 2)
+        assert j.verify(ws).passed
+        # A broken kernel in a copy of the workspace: compiled=False with the compiler's file:line.
+        from cuda_gym.workspace import Workspace
+
+        broken = Workspace.create(add_task(), flavour="cpu", parent=tmp_path)
+        write_add_kernels(broken)
+        (broken.root / "kernels" / "add.cpp").write_text("void add_cpu(const float* a) { return a +; }\n")
+        bad = j.verify(broken)
+        assert not bad.compiled and "kernels/add.cpp" in bad.compile_log
+        assert milestone_reward(bad) == -1
+        # Tampering with a protected file is a violation even when the outputs are right.
+        model_py = broken.root / "model.py"
+        write_add_kernels(broken)
+        model_py.chmod(0o644)
+        model_py.write_text(model_py.read_text() + "\n# edited\n")
+        tampered = j.verify(broken)
+        assert tampered.correct and any(v.rule == "infra-tamper" and "model.py" in v.message for v in tampered.violations)
+
+
+# ---------------------------------------------------------------------------- CLI
+
+
+def test_cli_judge_prints_verdict_and_json(judge_env: dict[str, Path], tmp_path: Path, monkeypatch, capsys) -> None:
+    from cuda_gym.cli import main
+
+    monkeypatch.setenv("CUDA_GYM_CACHE_DIR", str(judge_env["cache_dir"]))
+    path = write(tmp_path, cases.WRONG)
+    code = main(["judge", "--task", cases.TASK_ID, "--size", "small", "--solution", str(path), "--device", "cpu", "--mode", "verify"])
+    out = capsys.readouterr().out
+    assert code == 1 and "FAILED" in out and "milestone reward -1" in out and "failed check" in out
+    code = main(["judge", "--task", cases.TASK_ID, "--size", "small", "--solution", str(path), "--device", "cpu", "--mode", "verify", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1 and data["milestone"] == -1 and data["correct"] is False and len(data["trials"]) == 5
+    assert main(["judge", "--task", "builtin/no_such_task", "--solution", str(path), "--device", "cpu"]) == 2
+
+
+def test_cli_baselines_measure_is_resumable(judge_env: dict[str, Path], monkeypatch, capsys) -> None:
+    from cuda_gym.cli import main
+
+    monkeypatch.setenv("CUDA_GYM_CACHE_DIR", str(judge_env["cache_dir"]))
+    args = ["baselines", "measure", "--source", "builtin", "--size", "small", "--device", "cpu", "--limit", "2", "--no-compile"]
+    assert main(args) == 0
+    assert "measured 2, already cached 0" in capsys.readouterr().out
+    assert main(args) == 0
+    assert "measured 0, already cached 2" in capsys.readouterr().out

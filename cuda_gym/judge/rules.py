@@ -146,9 +146,6 @@ TORCH_RANDOM_INIT = frozenset({"torch.rand", "torch.randn", "torch.randint", "to
                                "torch.normal", "torch.randperm"})
 """Random initialisation, allowed in ``__init__`` only (the judge loads the reference weights after)."""
 
-TORCH_ALLOWED_PREFIXES = ("torch.nn.init.", "torch.ops.")
-"""Prefixes allowed (``torch.nn.init`` only outside ``forward``; ``torch.ops.<ns>`` except aten/prims)."""
-
 TORCH_DENIED_OPS_NAMESPACES = frozenset({"aten", "prims", "prim", "quantized", "torchvision", "_c10d_functional"})
 
 STREAM_NAMES = frozenset(
@@ -175,7 +172,6 @@ IO_MODULES = frozenset(
     {"socket", "urllib", "http", "requests", "shutil", "tempfile", "glob", "io", "pathlib", "ftplib", "smtplib",
      "ssl", "fcntl", "mmap", "sqlite3", "json", "csv", "zipfile", "tarfile"}
 )
-MEMO_MODULES = frozenset({"functools"})
 
 INTROSPECTION_BUILTINS = frozenset({"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint"})
 INTROSPECTION_ATTRS = frozenset(
