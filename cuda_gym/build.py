@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -281,7 +282,9 @@ def toolchain(flavour: str, arch: str) -> Toolchain:
     abi = int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))
     defines = [f"-DTORCH_EXTENSION_NAME={MODULE_NAME}", "-DTORCH_API_INCLUDE_EXTENSION_H",
                f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
-    abi_flags = getattr(cpp_ext, "_get_pybind11_abi_build_flags", lambda: [])()
+    with warnings.catch_warnings():  # deprecated (and empty) in recent torch; still needed by older ones
+        warnings.simplefilter("ignore")
+        abi_flags = getattr(cpp_ext, "_get_pybind11_abi_build_flags", lambda: [])()
     defines += [f for f in abi_flags if f not in defines]
 
     wheel_dirs = _wheel_nvidia_dirs()
@@ -289,9 +292,13 @@ def toolchain(flavour: str, arch: str) -> Toolchain:
     cuda_includes: list[str] = []
     if cuda_home is not None:
         cuda_includes.append(str(cuda_home / "include"))
-    cuda_includes += [str(d / "include") for d in wheel_dirs if (d / "include").is_dir()]
+    # cuBLAS/cuDNN headers from torch's CUDA wheels, where the toolkit lacks them.
+    cuda_includes += [str(d / "include") for d in wheel_dirs
+                      if (d / "include" / "cublas_v2.h").is_file() or (d / "include" / "cudnn.h").is_file()]
     isystem = [f for inc in dict.fromkeys([*system_includes, *cuda_includes]) for f in ("-isystem", inc)]
-    common = ["-O3", "-std=c++20", "-fPIC"]
+    # Hidden visibility keeps each module's symbols (and the registry's static list) private, so two
+    # extensions loaded in one process never bind to each other's functions.
+    common = ["-O3", "-std=c++20", "-fPIC", "-fvisibility=hidden", "-fvisibility-inlines-hidden"]
     binding_flags = [*common, *defines, "-I.", *isystem]
     if flavour == "cpu":
         kernel_cxx = [*common, "-fopenmp", "-march=native", "-I."]
@@ -302,7 +309,7 @@ def toolchain(flavour: str, arch: str) -> Toolchain:
     nvcc_version = ""
     if nvcc is not None:
         nvcc_version = _version([nvcc, "--version"]).splitlines()[-1]
-        nvcc_flags = ["-O3", "-std=c++20", "--expt-relaxed-constexpr", f"-ccbin={cxx}", "-Xcompiler=-fPIC",
+        nvcc_flags = ["-O3", "-std=c++20", "--expt-relaxed-constexpr", f"-ccbin={cxx}", "-Xcompiler=-fPIC,-fvisibility=hidden",
                       *_parse_arch(arch), "-I.",
                       *[f for inc in cuda_includes[1:] for f in ("-isystem", inc)]]
 
@@ -470,6 +477,10 @@ def _cmd(args: list[str] | tuple[str, ...]) -> str:
     return " ".join(shlex.quote(a) for a in args).replace("$", "$$")
 
 
+class _SourceError(BuildError):
+    """The workspace's files cannot be built as they are (reported to the agent as a failed build)."""
+
+
 def write_ninja(ws: Any, tc: Toolchain, *, pch: Path | None, infra_obj: Path) -> Path:
     """Write ``build.ninja`` in ``ws.build_dir`` (run with the workspace root as working directory)."""
     root = Path(ws.root)
@@ -503,7 +514,7 @@ def write_ninja(ws: Any, tc: Toolchain, *, pch: Path | None, infra_obj: Path) ->
         objects.append(obj)
         if src.suffix == ".cu":
             if tc.nvcc is None:
-                raise BuildError(f"{rel} is a CUDA file but this is a CPU workspace: write C++ kernels (.cpp)")
+                raise _SourceError(f"{rel} is a CUDA file but this is a CPU workspace: write C++ kernels (.cpp)")
             rule, compiler, flags = "nvcc", tc.nvcc, list(tc.nvcc_flags)
         else:
             text = src.read_text(errors="replace")
@@ -528,7 +539,9 @@ def write_ninja(ws: Any, tc: Toolchain, *, pch: Path | None, infra_obj: Path) ->
 _NVCC_DIAG = re.compile(r"^(?P<file>[^\s:()][^:()]*)\((?P<line>\d+)\): (?P<rest>.*)$")
 _GCC_DIAG = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<rest>.*)$")
 _SEVERITY = re.compile(r"\b(fatal error|error|warning|note)\b", re.IGNORECASE)
-_NOISE = re.compile(r"^(\[\d+/\d+\] |ninja: |FAILED: |Command exited)")
+_NOISE = re.compile(r"^(\[\d+/\d+\] |ninja: |FAILED: |Command exited|\S*/(c\+\+|g\+\+|gcc|clang\+\+|nvcc|cc) )")
+_CONTEXT = re.compile(r"^In file included from|^\s+from |: In (member |static member )?function|: At global scope|"
+                      r": In instantiation of|: required from")
 
 
 def summarize_log(raw: str, ws_root: Path, limit: int = 8000) -> str:
@@ -548,7 +561,7 @@ def summarize_log(raw: str, ws_root: Path, limit: int = 8000) -> str:
         m = _GCC_DIAG.match(line)
         sev = _SEVERITY.search(line)
         is_header = bool(sev) and (m is not None or line.startswith(("/usr/bin/ld", "collect2", "ld:", "nvcc")))
-        if line.startswith(("In file included from", "                 from")) or line.endswith("In function"):
+        if _CONTEXT.search(line) and not (sev and sev.group(1).lower() in ("error", "fatal error", "warning")):
             pending.append(line)
             continue
         if is_header and sev is not None and sev.group(1).lower() != "note":
@@ -630,7 +643,10 @@ def build_workspace(ws: Any, config: BuildConfig | None = None, sandbox: Any = N
             return BuildResult(True, cached_so, "", "", True, time.perf_counter() - started, key)
         pch = _ensure_pch(tc, root) if config.use_pch else None
         infra_obj = _ensure_infra_object(tc, root)
-        ninja_file = write_ninja(ws, tc, pch=pch, infra_obj=infra_obj)
+        try:
+            ninja_file = write_ninja(ws, tc, pch=pch, infra_obj=infra_obj)
+        except _SourceError as exc:
+            return BuildResult(False, None, str(exc), str(exc), False, time.perf_counter() - started, key)
         jobs = config.jobs or os.cpu_count() or 1
         cmd = [tc.ninja, "-f", str(ninja_file), "-j", str(jobs)]
         code, raw, timed_out = _run_ninja(cmd, ws, config, sandbox, root)
@@ -650,8 +666,33 @@ def build_workspace(ws: Any, config: BuildConfig | None = None, sandbox: Any = N
         return BuildResult(True, module_path, log, raw, False, time.perf_counter() - started, key)
 
 
+def _forget_pybind11_module(name: str) -> None:
+    """Drop ``name`` from pybind11's per-interpreter module cache (pybind11 >= 3).
+
+    pybind11 returns the first module it initialised under a name for every later one, so without
+    this a second ``cuda_extension`` loaded in the same process would silently be the first.
+    """
+    import ctypes
+
+    try:
+        api = ctypes.pythonapi
+        api.PyInterpreterState_Get.restype = ctypes.c_void_p
+        api.PyInterpreterState_GetDict.restype = ctypes.py_object
+        api.PyInterpreterState_GetDict.argtypes = [ctypes.c_void_p]
+        state = api.PyInterpreterState_GetDict(api.PyInterpreterState_Get())
+    except (AttributeError, ValueError):  # not CPython: nothing cached there
+        return
+    cache = state.get("__pybind11_module_cache") if isinstance(state, dict) else None
+    if isinstance(cache, dict):
+        cache.pop(name, None)
+
+
 def load_extension(module_path: str | os.PathLike[str]) -> ModuleType:
-    """Import a built ``cuda_extension`` from ``module_path`` (torch is imported first for its types)."""
+    """Import a built ``cuda_extension`` from ``module_path`` (torch is imported first for its types).
+
+    Each call loads the module at that path, even when another ``cuda_extension`` was loaded before
+    in this process; the module is not put in ``sys.modules``.
+    """
     import torch  # noqa: F401 - the extension's symbols and type casters live in torch's libraries
 
     path = Path(module_path)
@@ -661,6 +702,7 @@ def load_extension(module_path: str | os.PathLike[str]) -> ModuleType:
     spec = importlib.util.spec_from_file_location(MODULE_NAME, str(path), loader=loader)
     if spec is None:
         raise BuildError(f"cannot load {path} as a Python extension")
+    _forget_pybind11_module(MODULE_NAME)
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     return module

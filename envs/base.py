@@ -122,12 +122,18 @@ class LazyJudge:
 def make_judge(config: KernelEnvConfig) -> tuple[Any, bool]:
     """The judge of an env and whether the env owns it (and closes it)."""
     settings = config.judge
-    if settings is None or isinstance(settings, Mapping):
-        return LazyJudge(dict(settings or {}), _judge_device(config.device)), True
     from cuda_gym.judge import JudgeConfig
 
-    if isinstance(settings, JudgeConfig):
-        return LazyJudge(settings, settings.device), True
+    if settings is None or isinstance(settings, (Mapping, JudgeConfig)):
+        device = settings.device if isinstance(settings, JudgeConfig) else dict(settings or {}).get("device")
+        if device is not None and (device == "cpu") != (config.flavour == "cpu"):
+            raise ConfigError(
+                f"the judge's device {device!r} does not match the env's device {config.device!r}: "
+                "set device= on the env only (the judge follows it)"
+            )
+        if isinstance(settings, JudgeConfig):
+            return LazyJudge(settings, settings.device), True
+        return LazyJudge(dict(settings or {}), _judge_device(config.device)), True
     if all(hasattr(settings, name) for name in ("verify", "profile", "submit")):
         return settings, False
     raise ConfigError(

@@ -105,7 +105,8 @@ class KernelEnv(KernelEnvBase):
             if result is not None:
                 info["judge_cached"] = _from_cache(result)
             action_text = action
-            if submitted and result is None:
+            if outcome.info.get("tool") == "submit" and outcome.info.get("parse_ok") and result is None:
+                # submit takes no arguments: a failure here is the judge's or the build's, not the agent's.
                 raise self._judge_failed("judge the submission", text)
 
         reward = 0.0

@@ -108,7 +108,9 @@ def task():
 @pytest.fixture(scope="module")
 def judge_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("judge_cpu")
-    return {"cache_dir": root / "cache", "torch_extensions_dir": root / "torch_ext", "work_dir": root / "jobs"}
+    # The extensions folder is the default one under cache_dir, so the CLI test reuses the same build.
+    return {"cache_dir": root / "cache", "torch_extensions_dir": root / "cache" / "judge" / "torch_extensions",
+            "work_dir": root / "jobs"}
 
 
 @pytest.fixture(scope="module")

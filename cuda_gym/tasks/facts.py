@@ -288,6 +288,13 @@ def task_facts(task: Task, *, use_cache: bool = True) -> TaskFacts:
     return facts
 
 
+def _init_worker() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    logging.disable(logging.WARNING)
+
+
 def _worker(task: Task) -> tuple[str, dict[str, Any]]:
     return task.id, compute_facts(task).to_dict()
 
@@ -301,7 +308,8 @@ def facts_for(
 ) -> dict[str, TaskFacts]:
     """Facts of many tasks (task id -> facts), computing the uncached ones in ``jobs`` processes.
 
-    ``jobs`` defaults to the number of CPUs; ``jobs=1`` computes in this process. ``progress``
+    ``jobs`` defaults to the number of CPUs (1 for fewer than 64 uncached tasks); ``jobs=1``
+    computes in this process. ``progress``
     shows a tqdm bar on stderr.
     """
     result: dict[str, TaskFacts] = {}
@@ -315,6 +323,8 @@ def facts_for(
     if not todo:
         return result
     by_id = {t.id: t for t in todo}
+    if jobs is None and len(todo) < 64:
+        jobs = 1  # starting workers (a torch import each) costs more than a few traces
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
     bar = None
     if progress:
@@ -327,11 +337,11 @@ def facts_for(
         if jobs == 1:
             results: Iterable[tuple[str, dict[str, Any]]] = map(_worker, todo)
         else:
-            # Fork shares the imported torch with the workers; tasks run their own code there, so
-            # a leak or a stray global change in one task's import cannot harm this process.
-            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-            pool = stack.enter_context(multiprocessing.get_context(method).Pool(jobs, maxtasksperchild=500))
-            results = pool.imap_unordered(_worker, todo, chunksize=4)
+            # Fresh (spawned) workers: forking a process whose OpenMP pool is running can hang the
+            # child, and a task's import cannot leave stray global state in this process.
+            ctx = multiprocessing.get_context("spawn")
+            pool = stack.enter_context(ctx.Pool(jobs, initializer=_init_worker))
+            results = pool.imap_unordered(_worker, todo, chunksize=16)
         for task_id, data in results:
             facts = TaskFacts.from_dict(data)
             result[task_id] = facts

@@ -13,7 +13,8 @@
 #include <utility>
 #include <vector>
 
-namespace cuda_gym {
+// Hidden visibility: each extension module keeps its own registry even when several are loaded.
+namespace __attribute__((visibility("hidden"))) cuda_gym {
 
 using BindingFn = void (*)(pybind11::module_&);
 

@@ -1,0 +1,262 @@
+"""Build: real compiles of CUDA and CPU workspaces, incremental rebuilds, the artifact cache and logs."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import stat
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from build_fixtures import (  # noqa: F401 - fixtures
+    BuiltWorkspace,
+    add_task,
+    build_cache,
+    build_config,
+    cpu_add_build,
+    cuda_add_build,
+    write_add_kernels,
+)
+from cuda_gym.build import (
+    BuildConfig,
+    _parse_arch,
+    build_workspace,
+    cache_root,
+    find_cuda_home,
+    load_extension,
+    summarize_log,
+)
+from cuda_gym.errors import BuildError
+from cuda_gym.workspace import Workspace
+
+
+def copy_built(built: BuiltWorkspace, dest: Path) -> Workspace:
+    """A copy of a built episode (sources, objects, ninja state) that a test may change freely."""
+    ws = built.ws
+    if not (ws.build_dir / "cuda_extension.so").exists():  # the fixture hit the cache: build for real
+        assert build_workspace(ws, BuildConfig(**{**built.config.__dict__, "use_cache": False})).ok
+    shutil.copytree(ws.episode_dir, dest, symlinks=True)
+    return Workspace(dest, dest / "workspace", dest / "build", ws.task, ws.flavour, dict(ws.infra_hashes))
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    future = time.time() + 2  # past the copied objects' mtimes even on coarse clocks
+    os.utime(path, (future, future))
+
+
+# -- toolchain discovery -------------------------------------------------------------------------
+
+
+def _fake_toolkit(tmp_path: Path) -> Path:
+    home = tmp_path / "cuda-99.9"
+    (home / "bin").mkdir(parents=True)
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 99.9'\n")
+    nvcc.chmod(0o755)
+    return home
+
+
+def test_find_cuda_home_prefers_a_valid_cuda_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = _fake_toolkit(tmp_path)
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    assert find_cuda_home() == home.resolve()
+
+
+def test_find_cuda_home_follows_a_wrapper_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = _fake_toolkit(tmp_path)
+    bindir = tmp_path / "wrappers"
+    bindir.mkdir()
+    wrapper = bindir / "nvcc"
+    wrapper.write_text(f'#!/bin/sh\nexec {home}/bin/nvcc "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "not-a-toolkit"))  # invalid: ignored
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    assert find_cuda_home() == home.resolve()
+
+
+def test_find_cuda_home_finds_the_real_toolkit_here() -> None:
+    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
+        pytest.skip("no CUDA toolkit on this machine")
+    home = find_cuda_home()
+    assert home is not None and (home / "bin" / "nvcc").is_file()
+
+
+def test_arch_list_becomes_gencode_flags() -> None:
+    assert _parse_arch("9.0") == ["-gencode=arch=compute_90,code=sm_90"]
+    assert _parse_arch("8.0;9.0+PTX") == ["-gencode=arch=compute_80,code=sm_80",
+                                          "-gencode=arch=compute_90,code=[sm_90,compute_90]"]
+    assert _parse_arch("sm_90a") == ["-gencode=arch=compute_90a,code=sm_90a"]
+    with pytest.raises(BuildError, match="unknown CUDA arch"):
+        _parse_arch("hopper")
+
+
+def test_cache_root_honours_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_GYM_BUILD_CACHE", str(tmp_path / "c"))
+    assert cache_root() == tmp_path / "c"
+    assert cache_root(BuildConfig(cache_dir=tmp_path / "d")) == tmp_path / "d"
+
+
+# -- logs ----------------------------------------------------------------------------------------
+
+
+def test_summarize_log_puts_errors_first_and_drops_noise(tmp_path: Path) -> None:
+    root = tmp_path / "workspace"
+    raw = "\n".join([
+        "[1/3] NVCC kernels/a.cu",
+        f"{root}/kernels/b.cpp:3:5: warning: unused variable 'x' [-Wunused-variable]",
+        "    3 |   int x;",
+        "FAILED: ../build/obj/kernels/a.cu.o",
+        "/usr/local/cuda/bin/nvcc " + "-isystem /very/long/include " * 20 + "-c kernels/a.cu -o ../build/obj/kernels/a.cu.o",
+        "kernels/a.cu(12): error: identifier \"y\" is undefined",
+        "      out[i] = y;",
+        "ninja: build stopped: subcommand failed.",
+    ])
+    log = summarize_log(raw, root)
+    lines = log.splitlines()
+    assert lines[0] == 'kernels/a.cu:12: error: identifier "y" is undefined'
+    assert "kernels/b.cpp:3:5: warning: unused variable 'x' [-Wunused-variable]" in lines
+    assert lines.index('kernels/a.cu:12: error: identifier "y" is undefined') < \
+        lines.index("kernels/b.cpp:3:5: warning: unused variable 'x' [-Wunused-variable]")
+    assert "ninja" not in log and "[1/3]" not in log and "-isystem" not in log and str(root) not in log
+
+
+# -- real builds ---------------------------------------------------------------------------------
+
+
+def test_cuda_workspace_compiles_and_imports(cuda_add_build: BuiltWorkspace) -> None:
+    result = cuda_add_build.result
+    assert result.ok and result.module_path is not None and result.module_path.is_file()
+    assert result.module_path.is_relative_to(cuda_add_build.config.cache_dir)
+    module = load_extension(result.module_path)
+    assert module.__name__ == "cuda_extension"
+    assert "out = a + b" in module.add_forward.__doc__
+    assert len(result.key) == 64
+
+
+@pytest.mark.gpu
+def test_cuda_kernel_computes_the_sum(cuda_add_build: BuiltWorkspace) -> None:
+    import torch
+
+    module = load_extension(cuda_add_build.result.module_path)
+    a, b = torch.randn(4099, device="cuda"), torch.randn(4099, device="cuda")
+    torch.testing.assert_close(module.add_forward(a, b), a + b)
+
+
+def test_cpu_workspace_compiles_loads_and_computes(cpu_add_build: BuiltWorkspace) -> None:
+    import torch
+
+    module = load_extension(cpu_add_build.result.module_path)
+    a, b = torch.randn(10_001), torch.randn(10_001)
+    torch.testing.assert_close(module.add_forward(a, b), a + b)
+
+
+def test_identical_contents_hit_the_cache(cuda_add_build: BuiltWorkspace, tmp_path: Path) -> None:
+    ws = Workspace.create(add_task(), flavour="cuda", parent=tmp_path)
+    write_add_kernels(ws)
+    result = build_workspace(ws, cuda_add_build.config)
+    assert result.cached and result.ok
+    assert result.key == cuda_add_build.result.key
+    assert result.module_path == cuda_add_build.result.module_path
+    assert result.seconds < 1.0
+    assert not (ws.build_dir / "build.ninja").exists()  # nothing was compiled
+
+
+def test_one_line_edit_recompiles_only_that_file(cuda_add_build: BuiltWorkspace, tmp_path: Path) -> None:
+    ws = copy_built(cuda_add_build, tmp_path / "ep")
+    binding_obj = ws.build_dir / "obj" / "kernels" / "add_binding.cpp.o"
+    before = binding_obj.stat().st_mtime_ns
+    edit(ws.root / "kernels" / "add.cu", "out[i] = a[i] + b[i];", "out[i] = b[i] + a[i];")
+    result = build_workspace(ws, cuda_add_build.config)
+    assert result.ok and not result.cached, result.log
+    assert "NVCC kernels/add.cu" in result.raw_log
+    assert "add_binding.cpp" not in result.raw_log
+    assert binding_obj.stat().st_mtime_ns == before
+    assert result.key != cuda_add_build.result.key
+    assert result.seconds < 120
+
+
+def test_broken_cuda_file_reports_file_and_line(cuda_add_build: BuiltWorkspace, tmp_path: Path) -> None:
+    ws = copy_built(cuda_add_build, tmp_path / "ep")
+    edit(ws.root / "kernels" / "add.cu", "long blocks = (n + 255) / 256;", "long blocks = undefined_thing;")
+    result = build_workspace(ws, cuda_add_build.config)
+    assert not result.ok and result.module_path is None
+    first = result.log.splitlines()[0]
+    assert first.startswith("kernels/add.cu:9: error:") and "undefined_thing" in first, result.log
+    assert "add_binding" not in result.log
+    assert not (cuda_add_build.config.cache_dir / result.key).exists()
+
+
+def test_broken_cpp_kernel_reports_file_line_and_column(cpu_add_build: BuiltWorkspace, tmp_path: Path) -> None:
+    ws = copy_built(cpu_add_build, tmp_path / "ep")
+    edit(ws.root / "kernels" / "add.cpp", "out[i] = a[i] + b[i];", "out[i] = a[i] + c[i];")
+    result = build_workspace(ws, cpu_add_build.config)
+    assert not result.ok
+    first_error = next(line for line in result.log.splitlines() if "error" in line)
+    assert first_error.startswith("kernels/add.cpp:5:51: error:") and "'c'" in first_error, result.log
+    assert "-march=native" not in result.log  # the command line is noise for the agent
+    assert "\u2018" not in result.raw_log  # LC_ALL=C: plain quotes
+
+
+def test_cuda_file_in_a_cpu_workspace_is_a_failed_build(cpu_add_build: BuiltWorkspace, tmp_path: Path) -> None:
+    ws = Workspace.create(add_task(), flavour="cpu", parent=tmp_path)
+    (ws.root / "kernels" / "k.cu").write_text("__global__ void k() {}\n")
+    result = build_workspace(ws, cpu_add_build.config)
+    assert not result.ok and "CPU workspace" in result.log
+
+
+def test_sandboxed_rebuild(cpu_add_build: BuiltWorkspace, tmp_path: Path) -> None:
+    import torch
+
+    from cuda_gym.sandbox import Sandbox
+
+    ws = copy_built(cpu_add_build, tmp_path / "ep")
+    edit(ws.root / "kernels" / "add.cpp", "out[i] = a[i] + b[i];", "out[i] = a[i] + 2.0f * b[i];")
+    result = build_workspace(ws, cpu_add_build.config, sandbox=Sandbox(writable=[ws.root]))
+    assert result.ok, result.log
+    assert "CXX kernels/add.cpp" in result.raw_log and "add_binding" not in result.raw_log
+    a, b = torch.randn(100), torch.randn(100)
+    torch.testing.assert_close(load_extension(result.module_path).add_forward(a, b), a + 2 * b)
+
+
+def _build_in_process(args: tuple[str, str, str]) -> tuple[bool, bool, str]:
+    parent, cache, marker = args
+    ws = Workspace.create(add_task(), flavour="cpu", parent=parent)
+    write_add_kernels(ws)
+    kernel = ws.root / "kernels" / "add.cpp"
+    kernel.write_text(f"// {marker}\n" + kernel.read_text())
+    result = build_workspace(ws, BuildConfig(cache_dir=Path(cache), timeout_s=900))
+    return result.ok, result.cached, result.key
+
+
+def test_concurrent_builders_compile_once(cpu_add_build: BuiltWorkspace, tmp_path: Path) -> None:
+    marker = uuid.uuid4().hex  # contents no earlier test built
+    ctx = multiprocessing.get_context("spawn")
+    jobs = [(str(tmp_path), str(cpu_add_build.config.cache_dir), marker)] * 3
+    with ctx.Pool(3) as pool:
+        results = pool.map(_build_in_process, jobs)
+    assert all(ok for ok, _, _ in results), results
+    assert len({key for _, _, key in results}) == 1
+    assert sum(1 for _, cached, _ in results if not cached) == 1
+    entry = cpu_add_build.config.cache_dir / results[0][2]
+    assert [p.name for p in entry.iterdir()] == ["cuda_extension.so"]  # no temporary left behind
+    assert entry.joinpath("cuda_extension.so").stat().st_mode & stat.S_IXUSR
+
+
+def test_two_extensions_in_one_process_stay_separate(cuda_add_build: BuiltWorkspace,
+                                                     cpu_add_build: BuiltWorkspace) -> None:
+    import torch
+
+    cuda_mod = load_extension(cuda_add_build.result.module_path)
+    cpu_mod = load_extension(cpu_add_build.result.module_path)
+    a, b = torch.randn(8), torch.randn(8)
+    torch.testing.assert_close(cpu_mod.add_forward(a, b), a + b)
+    with pytest.raises(RuntimeError, match="expected CUDA tensors"):
+        cuda_mod.add_forward(a, b)

@@ -1,0 +1,52 @@
+"""`cuda-gym demo` (a scripted honest episode) and `cuda-gym play` driven through piped stdin."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from cuda_gym.cli import main
+from cuda_gym.demo import demo_solution, parse_play_line, run_demo, scripted_actions
+from env_helpers import HACK_MODEL_NEW
+
+
+def test_demo_solutions_ship_for_both_flavours() -> None:
+    for flavour, ext in (("cpu", ".cpp"), ("cuda", ".cu")):
+        solution = demo_solution(flavour)
+        assert solution.task_id == "builtin/scale_add_relu"
+        assert "model_new.py" in solution.files and any(p.endswith(ext) for p in solution.files)
+    names = [a.split('"name": "')[1].split('"')[0] for a in scripted_actions(demo_solution("cpu"))]
+    assert names[-4:] == ["compile", "verify", "profile", "submit"]
+
+
+def test_run_demo_on_the_cpu_scores_at_least_one() -> None:
+    seen = []
+    result = run_demo("cpu", on_step=lambda action, obs: seen.append((action, obs)))
+    assert result.env_id == "CpuKernel-Builtin-v0" and result.reward >= 1
+    assert result.info["passed"] and result.steps == len(scripted_actions(demo_solution("cpu")))
+    assert "profile" in result.transcript and len(seen) == result.steps + 1
+
+
+def test_cli_demo_prints_the_reward(capsys) -> None:
+    assert main(["demo", "--device", "cpu", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "reward" in out and "CpuKernel-Builtin-v0" in out
+
+
+def test_play_shortcuts() -> None:
+    assert "compile" in parse_play_line("c").action and parse_play_line("q").quit
+    assert parse_play_line("w kernels/x.cpp").needs_body == "kernels/x.cpp"
+    assert parse_play_line("e model_new.py").edit == "model_new.py"
+    assert parse_play_line('{"name": "glob"}').action == '{"name": "glob"}'
+
+
+def test_play_reads_tool_calls_from_piped_stdin() -> None:
+    script = "h\nr model.py\nw model_new.py\n" + HACK_MODEL_NEW + "EOF\nbogus input\ns\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "cuda_gym.cli", "play", "CpuKernel-Builtin-v0", "--task", "builtin/scale_add_relu"],
+        input=script, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert "Shortcuts" in out and "class Model" in out and "Error" in out
+    assert "episode over: reward -1" in out and "torch-compute" in out

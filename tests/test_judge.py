@@ -1,0 +1,69 @@
+"""The judge on a CUDA device (``gpu`` marker): the CPU suite's scenarios mirrored, plus CUDA faults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import judge_cases as cases
+from cuda_gym.judge import Judge, JudgeConfig
+from cuda_gym.reward import milestone_reward
+from cuda_gym.tasks import get_task
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def task():
+    return get_task(cases.TASK_ID, size="small")
+
+
+@pytest.fixture(scope="module")
+def judge(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("judge_gpu")
+    cfg = JudgeConfig(device="cuda:0", timed_calls=20, warmup=3, cache_judgements=False, cache_dir=root / "cache",
+                      work_dir=root / "jobs")
+    with Judge(cfg) as j:
+        yield j
+
+
+def test_honest_cuda_solution_passes_with_event_timing_and_cached_baselines(judge: Judge, task) -> None:
+    res = judge.evaluate(task, solution=cases.CUDA_OK, mode="full")
+    assert res.passed, res.to_json()
+    assert res.candidate is not None and res.candidate.trials == 20
+    assert res.candidate.host_median_ms >= res.candidate.median_ms - 0.05
+    assert res.eager is not None and res.compile is not None
+    assert sum(t.timed for t in res.trials) == 3
+    assert res.fingerprint["gpu"] and res.fingerprint["driver"]
+    again = judge.evaluate(task, solution=cases.CUDA_OK, mode="full")
+    assert again.passed and again.eager.source == "cache" and again.compile.source == "cache"
+
+
+def test_wrong_cuda_solution_fails(judge: Judge, task) -> None:
+    res = judge.evaluate(task, solution=cases.CUDA_WRONG, mode="verify")
+    assert res.compiled and not res.correct and milestone_reward(res) == -1
+
+
+def test_illegal_address_is_an_error_and_the_judge_recovers(judge: Judge, task) -> None:
+    res = judge.evaluate(task, solution=cases.CUDA_ILLEGAL_ADDRESS, mode="full")
+    assert not res.correct and "CUDA error" in res.error, res.error
+    ok = judge.evaluate(task, solution=cases.CUDA_OK, mode="verify")
+    assert ok.passed, ok.to_json()
+
+
+def test_hang_on_gpu_is_killed(tmp_path: Path, task) -> None:
+    cfg = JudgeConfig(device="cuda:0", timeout_s=40, single_file_build_s=0, timing_budget_s=0, cache_judgements=False,
+                      cache_dir=tmp_path / "cache")
+    with Judge(cfg) as j:
+        res = j.evaluate(task, solution=cases.HANG, mode="verify")
+        assert "killed" in res.error and not res.correct
+        ok = j.evaluate(task, solution=cases.TORCH_FALLBACK, mode="verify")
+        assert ok.correct and any(v.rule == "torch-compute" for v in ok.violations)
+
+
+def test_profile_mode_lists_cuda_kernels(judge: Judge, task) -> None:
+    res = judge.evaluate(task, solution=cases.CUDA_OK, mode="profile")
+    assert res.passed, res.to_json()
+    assert any("bias_gelu_kernel" in k.name for k in res.profile), res.profile
+    assert res.reference_profile
