@@ -515,6 +515,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Output piped into e.g. `head`: stop quietly like other Unix tools.
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":
