@@ -187,7 +187,7 @@ def _parse_arch(arch: str) -> list[str]:
             raise BuildError(f"unknown CUDA arch {item!r}: use values like 9.0, 8.0+PTX or sm_90")
         num = f"{match.group(1)}{match.group(2)}{match.group(3)}"
         code = f"sm_{num}" + (f",compute_{num}" if ptx else "")
-        flags.append(f"-gencode=arch=compute_{num},code=[{code}]" if ptx else f"-gencode=arch=compute_{num},code={code}")
+        flags.append(f"-gencode=arch=compute_{num},code=" + (f"[{code}]" if ptx else code))
     if not flags:
         raise BuildError(f"empty CUDA arch list {arch!r}: use values like 9.0")
     return flags
@@ -309,7 +309,8 @@ def toolchain(flavour: str, arch: str) -> Toolchain:
     nvcc_version = ""
     if nvcc is not None:
         nvcc_version = _version([nvcc, "--version"]).splitlines()[-1]
-        nvcc_flags = ["-O3", "-std=c++20", "--expt-relaxed-constexpr", f"-ccbin={cxx}", "-Xcompiler=-fPIC,-fvisibility=hidden",
+        nvcc_flags = ["-O3", "-std=c++20", "--expt-relaxed-constexpr", f"-ccbin={cxx}",
+                      "-Xcompiler=-fPIC,-fvisibility=hidden",
                       *_parse_arch(arch), "-I.",
                       *[f for inc in cuda_includes[1:] for f in ("-isystem", inc)]]
 
@@ -677,9 +678,10 @@ def _forget_pybind11_module(name: str) -> None:
     try:
         api = ctypes.pythonapi
         api.PyInterpreterState_Get.restype = ctypes.c_void_p
-        api.PyInterpreterState_GetDict.restype = ctypes.py_object
-        api.PyInterpreterState_GetDict.argtypes = [ctypes.c_void_p]
-        state = api.PyInterpreterState_GetDict(api.PyInterpreterState_Get())
+        api.PyInterpreterState_GetDict.restype = ctypes.c_void_p  # a borrowed reference: never py_object,
+        api.PyInterpreterState_GetDict.argtypes = [ctypes.c_void_p]  # which ctypes would decref as new
+        address = api.PyInterpreterState_GetDict(api.PyInterpreterState_Get())
+        state = ctypes.cast(address, ctypes.py_object).value if address else None
     except (AttributeError, ValueError):  # not CPython: nothing cached there
         return
     cache = state.get("__pybind11_module_cache") if isinstance(state, dict) else None

@@ -16,7 +16,7 @@ export CUDA_GYM_CACHE_DIR=/tmp/cuda_gym_cache TORCH_CUDA_ARCH_LIST=9.0
   cuda-gym doctor
 } > "$OUT/env.txt" 2>&1
 if [[ "$stage" == tests || "$stage" == all ]]; then
-  python3 -m pytest -q -m gpu -p no:cacheprovider --junitxml="$OUT/gpu_tests.xml" -o timeout=900 \
+  python3 -m pytest -q -m gpu -p no:cacheprovider --junitxml="$OUT/gpu_tests.xml" -o timeout=900 ${PYTEST_ARGS:-} \
     2>&1 | tee "$OUT/gpu_tests.log" | tail -40
 fi
 if [[ "$stage" == bench || "$stage" == all ]]; then
