@@ -298,3 +298,26 @@ def test_cli_baselines_measure_is_resumable(judge_env: dict[str, Path], monkeypa
     assert "measured 2, already cached 0" in capsys.readouterr().out
     assert main(args) == 0
     assert "measured 0, already cached 2" in capsys.readouterr().out
+
+
+def test_sample_large_keeps_shape_and_draws_the_same_positions_for_the_same_seed() -> None:
+    from cuda_gym.judge.harness import SAMPLED_KEY, sample_large
+
+    ref = torch.randn(300, 300)
+    a, b = sample_large(ref, 7, threshold=1024), sample_large(ref.clone(), 7, threshold=1024)
+    assert a[SAMPLED_KEY] == [300, 300] and torch.equal(a["values"], b["values"])
+    assert not torch.equal(a["values"], sample_large(ref, 8, threshold=1024)["values"])
+    assert sample_large(ref, 7, threshold=ref.numel() * 4) is ref  # small tensors stay whole
+    half = ref.clone()
+    half[150:] = 0  # half the output never computed
+    assert not compare_outputs(a, sample_large(half, 7, threshold=1024), {"float32": (1e-2, 1e-2)}).passed
+    assert not compare_outputs(a, sample_large(ref.reshape(900, 100), 7, threshold=1024), {}).passed
+
+
+def test_sampled_comparison_end_to_end(judge_env: dict[str, Path], task) -> None:
+    """With a tiny sampling threshold every output is compared on a sample: honest passes, wrong fails."""
+    cfg = JudgeConfig(device="cpu", timed_calls=2, warmup=1, checked_timed_calls=1, cache_judgements=False,
+                      sample_threshold_bytes=256, **judge_env)
+    with Judge(cfg) as j:
+        assert j.evaluate(task, solution=cases.HONEST, mode="verify").correct
+        assert not j.evaluate(task, solution=cases.WRONG, mode="verify").correct

@@ -49,6 +49,10 @@ class JudgeConfig:
     checked_timed_calls: int = 3
     """How many timed calls, chosen at random and kept secret, have their outputs checked too."""
 
+    sample_threshold_bytes: int = 64 * 2**20
+    """Output tensors larger than this are compared on a secret random sample of about 4 million
+    elements instead of whole (KernelBench level-1 outputs reach 6 GiB; whole copies fill the disk)."""
+
     profile_calls: int = 3
     """Calls run under ``torch.profiler`` in ``profile`` mode (after timing, never timed)."""
 

@@ -288,6 +288,8 @@ class Judge:
             "keep_indices": sorted(secrets.SystemRandom().sample(range(n_timed), cfg.n_checked)) if mode != "verify" else [],
             "profile_seeds": _seeds(cfg.profile_calls) if mode == "profile" else [],
             "output_bytes": int(facts.get("output_bytes", 0)),
+            "sample_seed": secrets.randbits(63),
+            "sample_threshold_bytes": cfg.sample_threshold_bytes,
             "integer_output": bool(facts.get("integer_output", False)),
             "thread_allowance": allowance,
         }
@@ -363,7 +365,8 @@ class Judge:
             return
         max_bytes = 2 * int(facts.get("output_bytes", 0)) + 2**20
         req = {"op": "check", "code_hash": task.code_hash, "trials": trials_req, "tolerances": self.config.tolerances(),
-               "max_file_bytes": max_bytes}
+               "max_file_bytes": max_bytes, "sample_seed": spec["sample_seed"],
+               "sample_threshold_bytes": spec["sample_threshold_bytes"]}
         try:
             answer = self._ref.request(req)
         except JudgeError:
