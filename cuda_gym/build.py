@@ -97,11 +97,16 @@ def _valid_cuda_home(path: str | os.PathLike[str] | None) -> Path | None:
     if not path:
         return None
     p = Path(path)
-    return p.resolve() if (p / "bin" / "nvcc").is_file() else None
+    # A toolkit has its headers beside nvcc; /usr/local/bin/nvcc may be a wrapper script whose
+    # "home" (/usr/local) holds no CUDA headers.
+    if (p / "bin" / "nvcc").is_file() and (p / "include" / "cuda_runtime.h").is_file():
+        return p.resolve()
+    return None
 
 
 def find_cuda_home() -> Path | None:
-    """The CUDA toolkit folder: ``$CUDA_HOME``/``$CUDA_PATH`` if they hold ``bin/nvcc``, else where the
+    """The CUDA toolkit folder: ``$CUDA_HOME``/``$CUDA_PATH`` if they hold ``bin/nvcc`` and
+    ``include/cuda_runtime.h``, else where the
     ``nvcc`` on ``PATH`` really lives (following symlinks and ``exec`` wrapper scripts), else
     ``/usr/local/cuda`` (or the newest ``/usr/local/cuda-*``); ``None`` when there is no toolkit."""
     for var in ("CUDA_HOME", "CUDA_PATH"):

@@ -57,6 +57,8 @@ def edit(path: Path, old: str, new: str) -> None:
 def _fake_toolkit(tmp_path: Path) -> Path:
     home = tmp_path / "cuda-99.9"
     (home / "bin").mkdir(parents=True)
+    (home / "include").mkdir(parents=True, exist_ok=True)
+    (home / "include" / "cuda_runtime.h").write_text("/* fake */\n")
     nvcc = home / "bin" / "nvcc"
     nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 99.9'\n")
     nvcc.chmod(0o755)
@@ -82,11 +84,23 @@ def test_find_cuda_home_follows_a_wrapper_script(tmp_path: Path, monkeypatch: py
     assert find_cuda_home() == home.resolve()
 
 
-def test_find_cuda_home_finds_the_real_toolkit_here() -> None:
+def test_find_cuda_home_finds_the_real_toolkit_here(monkeypatch: pytest.MonkeyPatch) -> None:
     if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
         pytest.skip("no CUDA toolkit on this machine")
+    # Without CUDA_HOME, a wrapper script such as /usr/local/bin/nvcc must not pass for a toolkit.
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
     home = find_cuda_home()
     assert home is not None and (home / "bin" / "nvcc").is_file()
+    assert (home / "include" / "cuda_runtime.h").is_file()
+
+
+def test_a_wrapper_folder_without_headers_is_not_a_toolkit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "local"
+    (fake / "bin").mkdir(parents=True)
+    (fake / "bin" / "nvcc").write_text("#!/bin/sh\nexec /nonexistent/bin/nvcc \"$@\"\n")
+    monkeypatch.setenv("CUDA_HOME", str(fake))
+    assert find_cuda_home() != fake.resolve()
 
 
 def test_arch_list_becomes_gencode_flags() -> None:
