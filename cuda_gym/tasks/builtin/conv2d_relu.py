@@ -7,7 +7,7 @@ TASK = {
     "description": "y = relu(conv2d(x, W, b, padding=1)) with a 3x3 kernel on NCHW input.",
     "sizes": {
         "small": {"batch_size": 2, "in_channels": 8, "out_channels": 16, "height": 32, "width": 32},
-        "default": {"batch_size": 32, "in_channels": 64, "out_channels": 128, "height": 128, "width": 128},
+        "default": {"batch_size": 128, "in_channels": 64, "out_channels": 128, "height": 128, "width": 128},
     },
 }
 
@@ -23,7 +23,7 @@ class Model(nn.Module):
         return torch.relu(self.conv(x))
 
 
-batch_size = 32
+batch_size = 128
 in_channels = 64
 out_channels = 128
 height = 128

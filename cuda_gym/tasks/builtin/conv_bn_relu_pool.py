@@ -7,7 +7,7 @@ TASK = {
     "description": "A CNN stage: conv3x3 -> BatchNorm (eval) -> ReLU -> MaxPool2d(2); BN folds into the conv.",
     "sizes": {
         "small": {"batch_size": 2, "in_channels": 8, "out_channels": 16, "height": 32, "width": 32},
-        "default": {"batch_size": 32, "in_channels": 64, "out_channels": 128, "height": 112, "width": 112},
+        "default": {"batch_size": 128, "in_channels": 64, "out_channels": 128, "height": 112, "width": 112},
     },
 }
 
@@ -36,7 +36,7 @@ class Model(nn.Module):
         return self.pool(torch.relu(self.bn(self.conv(x))))
 
 
-batch_size = 32
+batch_size = 128
 in_channels = 64
 out_channels = 128
 height = 112

@@ -7,7 +7,7 @@ TASK = {
     "description": "y = cumsum(x, dim=1): a scan, harder to parallelise than a reduction.",
     "sizes": {
         "small": {"rows": 64, "cols": 1024},
-        "default": {"rows": 16384, "cols": 8192},
+        "default": {"rows": 65536, "cols": 8192},
     },
 }
 
@@ -19,7 +19,7 @@ class Model(nn.Module):
         return torch.cumsum(x, dim=1)
 
 
-rows = 16384
+rows = 65536
 cols = 8192
 
 

@@ -8,7 +8,7 @@ TASK = {
     "description": "y = gelu_tanh(x + bias): a per-column bias then GELU (tanh form), memory bound.",
     "sizes": {
         "small": {"batch_size": 64, "features": 512},
-        "default": {"batch_size": 32768, "features": 8192},
+        "default": {"batch_size": 65536, "features": 8192},
     },
 }
 
@@ -24,7 +24,7 @@ class Model(nn.Module):
         return F.gelu(x + self.bias, approximate="tanh")
 
 
-batch_size = 32768
+batch_size = 65536
 features = 8192
 
 

@@ -8,7 +8,7 @@ TASK = {
     "description": "y = silu(group_norm(x)) on NCHW input: per-group statistics, affine, then activation.",
     "sizes": {
         "small": {"batch_size": 2, "channels": 32, "height": 16, "width": 16, "groups": 8},
-        "default": {"batch_size": 32, "channels": 256, "height": 64, "width": 64, "groups": 32},
+        "default": {"batch_size": 256, "channels": 256, "height": 64, "width": 64, "groups": 32},
     },
 }
 
@@ -27,7 +27,7 @@ class Model(nn.Module):
         return F.silu(self.norm(x))
 
 
-batch_size = 32
+batch_size = 256
 channels = 256
 height = 64
 width = 64

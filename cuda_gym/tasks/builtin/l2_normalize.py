@@ -8,7 +8,7 @@ TASK = {
     "description": "y = x / max(||x||_2, eps) * g per row: a reduction feeding an elementwise pass.",
     "sizes": {
         "small": {"rows": 256, "cols": 256},
-        "default": {"rows": 65536, "cols": 2048},
+        "default": {"rows": 262144, "cols": 2048},
     },
 }
 
@@ -24,7 +24,7 @@ class Model(nn.Module):
         return F.normalize(x, p=2.0, dim=1) * self.gain
 
 
-rows = 65536
+rows = 262144
 cols = 2048
 
 

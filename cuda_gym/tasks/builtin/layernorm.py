@@ -7,7 +7,7 @@ TASK = {
     "description": "nn.LayerNorm(hidden) on a [tokens, hidden] matrix: mean/variance per row, then affine.",
     "sizes": {
         "small": {"tokens": 256, "hidden": 512},
-        "default": {"tokens": 65536, "hidden": 4096},
+        "default": {"tokens": 131072, "hidden": 4096},
     },
 }
 
@@ -26,7 +26,7 @@ class Model(nn.Module):
         return self.norm(x)
 
 
-tokens = 65536
+tokens = 131072
 hidden = 4096
 
 

@@ -7,7 +7,7 @@ TASK = {
     "description": "y[b] = sum_t m[b,t] x[b,t] / sum_t m[b,t]: a masked reduction over the sequence axis.",
     "sizes": {
         "small": {"batch_size": 8, "seq_len": 64, "hidden": 128},
-        "default": {"batch_size": 64, "seq_len": 2048, "hidden": 2048},
+        "default": {"batch_size": 256, "seq_len": 2048, "hidden": 2048},
     },
 }
 
@@ -20,7 +20,7 @@ class Model(nn.Module):
         return (x * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0) * 8.0
 
 
-batch_size = 64
+batch_size = 256
 seq_len = 2048
 hidden = 2048
 

@@ -7,7 +7,7 @@ TASK = {
     "description": "y = x / sqrt(mean(x^2) + eps) * weight over the last dimension of [batch, seq, hidden].",
     "sizes": {
         "small": {"batch_size": 4, "seq_len": 64, "hidden": 512},
-        "default": {"batch_size": 16, "seq_len": 2048, "hidden": 4096},
+        "default": {"batch_size": 64, "seq_len": 2048, "hidden": 4096},
     },
 }
 
@@ -25,7 +25,7 @@ class Model(nn.Module):
         return x * rms * self.weight
 
 
-batch_size = 16
+batch_size = 64
 seq_len = 2048
 hidden = 4096
 eps = 1e-6

@@ -7,7 +7,7 @@ TASK = {
     "description": "y[i] = max_j x[i, j] * s[i]: a max reduction over the last dimension.",
     "sizes": {
         "small": {"rows": 256, "cols": 512},
-        "default": {"rows": 16384, "cols": 16384},
+        "default": {"rows": 65536, "cols": 16384},
     },
 }
 
@@ -19,7 +19,7 @@ class Model(nn.Module):
         return (x * scale).amax(dim=1)
 
 
-rows = 16384
+rows = 65536
 cols = 16384
 
 

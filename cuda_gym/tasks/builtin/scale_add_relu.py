@@ -7,7 +7,7 @@ TASK = {
     "description": "y = relu(x * scale + residual) with a scalar scale: three eager kernels, one fused pass.",
     "sizes": {
         "small": {"batch_size": 32, "channels": 16, "length": 256},
-        "default": {"batch_size": 64, "channels": 256, "length": 8192},
+        "default": {"batch_size": 128, "channels": 256, "length": 8192},
     },
 }
 
@@ -23,7 +23,7 @@ class Model(nn.Module):
         return torch.relu(x * self.scale + residual)
 
 
-batch_size = 64
+batch_size = 128
 channels = 256
 length = 8192
 scale = 1.75

@@ -7,7 +7,7 @@ TASK = {
     "description": "y = softmax(x / T, dim=-1) * N: max, exp, sum and divide per row (online-softmax friendly).",
     "sizes": {
         "small": {"rows": 256, "cols": 256},
-        "default": {"rows": 65536, "cols": 4096},
+        "default": {"rows": 131072, "cols": 4096},
     },
 }
 
@@ -23,7 +23,7 @@ class Model(nn.Module):
         return torch.softmax(x / self.temperature, dim=-1) * x.shape[-1]
 
 
-rows = 65536
+rows = 131072
 cols = 4096
 temperature = 0.5
 

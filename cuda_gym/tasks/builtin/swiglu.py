@@ -8,7 +8,7 @@ TASK = {
     "description": "y = silu(x[..., :H]) * x[..., H:]: the gate of Llama-style MLPs, a strided elementwise op.",
     "sizes": {
         "small": {"tokens": 128, "hidden": 256},
-        "default": {"tokens": 16384, "hidden": 8192},
+        "default": {"tokens": 32768, "hidden": 8192},
     },
 }
 
@@ -21,7 +21,7 @@ class Model(nn.Module):
         return F.silu(gate) * up
 
 
-tokens = 16384
+tokens = 32768
 hidden = 8192
 
 
