@@ -314,7 +314,9 @@ def toolchain(flavour: str, arch: str) -> Toolchain:
     nvcc_version = ""
     if nvcc is not None:
         nvcc_version = _version([nvcc, "--version"]).splitlines()[-1]
-        nvcc_flags = ["-O3", "-std=c++20", "--expt-relaxed-constexpr", f"-ccbin={cxx}",
+        # .cu files include CUDA headers only (torch's need C++20; these don't), and C++17 front-end
+        # work is measurably cheaper: it is on the edit-recompile path an agent waits for.
+        nvcc_flags = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", f"-ccbin={cxx}",
                       "-Xcompiler=-fPIC,-fvisibility=hidden",
                       *_parse_arch(arch), "-I.",
                       *[f for inc in cuda_includes[1:] for f in ("-isystem", inc)]]
@@ -339,7 +341,9 @@ def toolchain(flavour: str, arch: str) -> Toolchain:
             libs.append(arg)
     else:
         libs.append("-fopenmp")
-    link = [*(f"-L{d}" for d in dict.fromkeys(lib_dirs)), *libs,
+    # gold links against torch's large libraries in about half the time of bfd (0.17 s vs 0.33 s).
+    fast_linker = ["-fuse-ld=gold"] if shutil.which("ld.gold") else []
+    link = [*fast_linker, *(f"-L{d}" for d in dict.fromkeys(lib_dirs)), *libs,
             *(f"-Wl,-rpath,{r}" for r in dict.fromkeys(rpaths))]
 
     return Toolchain(
