@@ -1,7 +1,7 @@
 """Judge benchmark: timing stability across processes and the judge's overhead beyond the timed work.
 
 Runs on the GPU machine (``python3 benchmarks/bench_judge.py`` or ``pytest benchmarks/bench_judge.py``);
-on a machine without a GPU it uses the CPU device. The same single-file solution is judged ``repeats``
+on a machine without a GPU it uses the CPU device. The demo solution (a workspace) is judged ``repeats``
 times, each in a fresh candidate process, with baselines cached after the first. It reports:
 
 - ``median_ratio``: max/min of the candidate's median time over the repeats (target <= 1.03 on the H200);
@@ -20,26 +20,31 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
 
 
 def run(repeats: int = 10, device: str | None = None) -> dict:
-    """Judge the shared test solution ``repeats`` times; return the summary."""
+    """Judge the demo solution (a workspace) ``repeats`` times, each in a fresh process; return the summary."""
     import torch
 
-    import judge_cases as cases
+    from cuda_gym.demo import demo_solution
     from cuda_gym.judge import Judge, JudgeConfig
     from cuda_gym.tasks import get_task
+    from cuda_gym.workspace import Workspace
 
     device = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
-    size = "default" if device.startswith("cuda") else "small"
-    task = get_task(cases.TASK_ID, size=size)
-    solution = cases.CUDA_OK if device.startswith("cuda") else cases.HONEST
+    flavour = "cuda" if device.startswith("cuda") else "cpu"
+    solution = demo_solution(flavour)
+    task = get_task(solution.task_id, size="default" if flavour == "cuda" else "small")
     with tempfile.TemporaryDirectory() as tmp:
+        ws = Workspace.create(task, flavour=flavour, parent=Path(tmp))
+        for rel, text in solution.files.items():
+            path = ws.resolve(rel)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
         cfg = JudgeConfig(device=device, cache_judgements=False, cache_dir=Path(tmp) / "cache")
         with Judge(cfg) as judge:
             judge.baselines(task)  # fill the baseline cache first: overhead is measured with it warm
-            results = [judge.evaluate(task, solution=solution, mode="full") for _ in range(repeats)]
+            results = [judge.evaluate(task, workspace=ws, mode="full") for _ in range(repeats)]
     bad = [r for r in results if not r.passed]
     if bad:
         raise RuntimeError(f"the benchmark solution did not pass: {bad[0].to_json()}")
@@ -54,7 +59,7 @@ def run(repeats: int = 10, device: str | None = None) -> dict:
         "median_ratio": max(medians) / min(medians),
         "eager_ms": results[0].eager.median_ms if results[0].eager else None,
         "compile_ms": results[0].compile.median_ms if results[0].compile else None,
-        # The first evaluation compiles the load_inline extension; the rest reuse it.
+        # The first evaluation builds the workspace; the rest take it from the build cache.
         "overhead_s_first": overheads[0],
         "overhead_s_median": statistics.median(overheads[1:] or overheads),
         "timed_seconds_median": statistics.median(r.timed_seconds for r in results),
