@@ -29,6 +29,7 @@ def run(repeats: int = 10, device: str | None = None) -> dict:
     from cuda_gym.demo import demo_solution
     from cuda_gym.judge import Judge, JudgeConfig
     from cuda_gym.tasks import get_task
+    from cuda_gym.tools.files import write_file
     from cuda_gym.workspace import Workspace
 
     device = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
@@ -38,9 +39,7 @@ def run(repeats: int = 10, device: str | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         ws = Workspace.create(task, flavour=flavour, parent=Path(tmp))
         for rel, text in solution.files.items():
-            path = ws.resolve(rel)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            write_file(ws, rel, text)
         cfg = JudgeConfig(device=device, cache_judgements=False, cache_dir=Path(tmp) / "cache")
         with Judge(cfg) as judge:
             judge.baselines(task)  # fill the baseline cache first: overhead is measured with it warm
