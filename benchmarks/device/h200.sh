@@ -24,8 +24,8 @@ for stage in "$@"; do
       grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/gpu_tests.log" | tail -40
       [[ -d "$OUT/transcripts" ]] && (cd "$OUT" && tar czf transcripts.tgz transcripts && rm -rf transcripts) ;;
     bench)
-      BENCH_OUT="$OUT/bench_build.json" timeout -s INT 150 python3 -m pytest -q -p no:cacheprovider \
+      BENCH_OUT="$OUT/bench_build.json" timeout -s INT 300 python3 -m pytest -q -p no:cacheprovider \
         benchmarks/bench_build.py --benchmark-json="$OUT/bench_build_pytest.json" 2>&1 | tail -6
-      BENCH_OUT="$OUT/bench_judge.json" timeout -s INT 150 python3 benchmarks/bench_judge.py 2>&1 | tail -12 ;;
+      BENCH_OUT="$OUT/bench_judge.json" timeout -s INT 270 python3 benchmarks/bench_judge.py 2>&1 | tail -12 ;;
   esac
 done
