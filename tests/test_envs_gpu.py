@@ -27,11 +27,9 @@ SOLUTIONS = {
 
 
 def _files(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): p.read_text()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name != "meta.json" and "__pycache__" not in p.parts
-    }
+    from adversarial.judging import submission_files
+
+    return {rel: path.read_text() for rel, path in submission_files(root).items()}
 
 
 def _save_transcript(name: str, payload: dict[str, Any]) -> None:

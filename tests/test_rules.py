@@ -11,6 +11,7 @@ import torch
 from cuda_gym.judge.audit import OpAudit
 from cuda_gym.judge.rules import RULES, RuleConfig, check_cpp, check_python, check_submission, strip_cpp
 
+from adversarial.judging import materialize
 from adversarial.manifest import MANIFEST, Case
 
 SOLUTIONS = sorted(p for p in (Path(__file__).parent / "solutions").iterdir() if (p / "meta.json").exists())
@@ -27,18 +28,18 @@ def cpp_rules(code: str, flavour: str = "cuda", device: bool = True) -> set[str]
 # -- the adversarial suite and the honest solutions ----------------------------------------------
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in MANIFEST])
-def test_adversarial_static(case: Case) -> None:
-    found = check_submission(case.path, case.flavour)
+def test_adversarial_static(case: Case, tmp_path: Path) -> None:
+    found = check_submission(materialize(case.path, tmp_path), case.flavour)
     assert {v.rule for v in found} == set(case.static)
     assert all(v.file and v.line for v in found), found
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in SOLUTIONS])
-def test_honest_solutions_clean(path: Path) -> None:
+def test_honest_solutions_clean(path: Path, tmp_path: Path) -> None:
     import json
 
     flavour = json.loads((path / "meta.json").read_text())["flavour"]
-    assert check_submission(path, flavour) == []
+    assert check_submission(materialize(path, tmp_path), flavour) == []
 
 
 def test_every_rule_is_documented() -> None:

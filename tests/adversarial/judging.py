@@ -33,14 +33,43 @@ def load_task(spec: str, data_dir: Path | None = None) -> Task:
                 meta={"problem_id": int(name.split("_")[0])})
 
 
+SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions"
+
+
+def submission_files(case_dir: Path) -> dict[str, Path]:
+    """``model_new.py`` and ``kernels/*`` of a case or solution directory, by workspace-relative path.
+
+    A case holding a file named ``base`` starts from the honest solution it names
+    (``tests/solutions/<base>``) and replaces only the files it carries itself: most hacks change
+    ``model_new.py`` or one binding and keep the honest kernels.
+    """
+    files: dict[str, Path] = {}
+    dirs = [case_dir]
+    if (case_dir / "base").is_file():
+        dirs.insert(0, SOLUTIONS / (case_dir / "base").read_text().strip())
+    for folder in dirs:
+        if (folder / "model_new.py").is_file():
+            files["model_new.py"] = folder / "model_new.py"
+        if (folder / "kernels").is_dir():
+            for src in sorted((folder / "kernels").iterdir()):
+                files[f"kernels/{src.name}"] = src
+    return files
+
+
+def materialize(case_dir: Path, dest: Path) -> Path:
+    """The case's whole submission written under ``dest`` (what the static rules read)."""
+    for rel, src in submission_files(case_dir).items():
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, dest / rel)
+    return dest
+
+
 def make_workspace(task: Task, case_dir: Path, flavour: str, parent: Path) -> Any:
     """A fresh workspace for ``task`` with the case's ``model_new.py`` and ``kernels/`` copied in."""
     workspace = pytest.importorskip("cuda_gym.workspace")
     ws = workspace.Workspace.create(task, flavour=flavour, parent=parent)
-    shutil.copy(case_dir / "model_new.py", ws.root / "model_new.py")
-    kernels = ws.root / "kernels"
-    for src in sorted((case_dir / "kernels").iterdir()):
-        shutil.copy(src, kernels / src.name)
+    for rel, src in submission_files(case_dir).items():
+        shutil.copy(src, ws.root / rel)
     tamper = case_dir / "tamper.json"
     if tamper.exists():
         for rel, extra in json.loads(tamper.read_text())["append"].items():

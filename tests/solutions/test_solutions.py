@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from cuda_gym.judge.rules import check_submission
 from cuda_gym.reward import milestone_reward
 
 from adversarial.judging import judge_config, load_task, make_workspace
@@ -35,11 +34,6 @@ def test_enough_solutions() -> None:
     assert len(metas) >= 12
     assert sum(bool(m.get("expect_fast")) for m in metas) >= 3
     assert any("cublas" in p.name for p in SOLUTIONS) and any("cudnn" in p.name for p in SOLUTIONS)
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in SOLUTIONS])
-def test_no_violation(path: Path) -> None:
-    assert check_submission(path, _meta(path)["flavour"]) == []
 
 
 @pytest.mark.slow
