@@ -201,6 +201,20 @@ class KernelEnvBase(gym.Env[str, str]):
             return find_task(str(task_id), self.config)
         return self.tasks[int(self.np_random.integers(len(self.tasks)))]
 
+    def _begin(self, options: Mapping[str, Any] | None) -> tuple["Workspace", str, dict[str, Any]]:
+        """What every ``reset`` does: draw a task, lay out its workspace, and return the workspace,
+        the prompt (``self._prompt(ws)``, cleaned) and the base ``info``."""
+        self.task = self._pick_task(options)
+        ws = self._new_workspace(self.task)
+        self._done = False
+        prompt = self._observe(self._prompt(ws))
+        self.transcript = [{"role": "user", "content": prompt}]
+        return ws, prompt, self._base_info()
+
+    def _prompt(self, ws: "Workspace") -> str:
+        """The episode's first observation (before cleaning); subclasses write it."""
+        raise NotImplementedError
+
     def _new_workspace(self, task: "Task") -> "Workspace":
         from cuda_gym.workspace import Workspace
 

@@ -53,14 +53,9 @@ class KernelEnv(KernelEnvBase):
         super().reset(seed=seed)
         from cuda_gym.tools import ToolRunner, tool_schemas
 
-        self.task = self._pick_task(options)
-        ws = self._new_workspace(self.task)
+        ws, prompt, info = self._begin(options)
         self.runner = ToolRunner(ws, judge=self.judge, output_limit=self.config.tool_output_limit)
         self.turn = 0
-        self._done = False
-        prompt = self._observe(self._prompt(ws))
-        self.transcript = [{"role": "user", "content": prompt}]
-        info = self._base_info()
         info.update(turn=0, tools=tool_schemas())
         return prompt, info
 

@@ -46,12 +46,7 @@ class SingleTurnKernelEnv(KernelEnvBase):
     ) -> tuple[str, dict[str, Any]]:
         """Draw a task, make its workspace, return the prompt; ``info`` has ``task_id`` and ``turn``."""
         super().reset(seed=seed)
-        self.task = self._pick_task(options)
-        ws = self._new_workspace(self.task)
-        self._done = False
-        prompt = self._observe(self._prompt(ws))
-        self.transcript = [{"role": "user", "content": prompt}]
-        info = self._base_info()
+        _, prompt, info = self._begin(options)
         info.update(turn=0, max_turns=1)
         return prompt, info
 

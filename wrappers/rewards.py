@@ -8,7 +8,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium.utils import RecordConstructorArgs
 
-from cuda_gym.reward import DEFAULT_THRESHOLD
+from cuda_gym.reward import DEFAULT_THRESHOLD, log_speedup_score, milestone, speedup_score
 
 
 def _speedup(info: dict[str, Any], baseline: str) -> float:
@@ -56,11 +56,8 @@ class MilestoneReward(InfoReward, RecordConstructorArgs):
 
     def score(self, info: dict[str, Any]) -> float:
         """Milestone in {-1, 1, 2, 3} (NaN speedups never beat a threshold)."""
-        if not info.get("passed"):
-            return -1.0
-        eager = _speedup(info, "eager") > self.threshold
-        compiled = _speedup(info, "compile") > self.threshold
-        return 3.0 if eager and compiled else 2.0 if eager else 1.0
+        return float(milestone(bool(info.get("passed")), _speedup(info, "eager"), _speedup(info, "compile"),
+                               self.threshold))
 
 
 class SpeedupReward(InfoReward, RecordConstructorArgs):
@@ -76,8 +73,7 @@ class SpeedupReward(InfoReward, RecordConstructorArgs):
 
     def score(self, info: dict[str, Any]) -> float:
         """Speedup, or ``failure``."""
-        speedup = _speedup(info, self.baseline)
-        return speedup if info.get("passed") and math.isfinite(speedup) else self.failure
+        return speedup_score(bool(info.get("passed")), _speedup(info, self.baseline), self.failure)
 
 
 class LogSpeedupReward(InfoReward, RecordConstructorArgs):
@@ -93,10 +89,7 @@ class LogSpeedupReward(InfoReward, RecordConstructorArgs):
 
     def score(self, info: dict[str, Any]) -> float:
         """Log-speedup, or ``failure``."""
-        speedup = _speedup(info, self.baseline)
-        if not info.get("passed") or not (math.isfinite(speedup) and speedup > 0):
-            return self.failure
-        return math.log(speedup)
+        return log_speedup_score(bool(info.get("passed")), _speedup(info, self.baseline), self.failure)
 
 
 class CorrectnessReward(InfoReward, RecordConstructorArgs):
