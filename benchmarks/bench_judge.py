@@ -56,6 +56,9 @@ def run(repeats: int = 10, device: str | None = None) -> dict:
         "repeats": repeats,
         "candidate_medians_ms": medians,
         "median_ratio": max(medians) / min(medians),
+        "candidate_host_medians_ms": [r.candidate.host_median_ms for r in results if r.candidate],
+        "candidate_iqr_ms": [r.candidate.iqr_ms for r in results if r.candidate],
+        "warmup_ms": cfg.warmup_ms,
         "eager_ms": results[0].eager.median_ms if results[0].eager else None,
         "compile_ms": results[0].compile.median_ms if results[0].compile else None,
         # The first evaluation builds the workspace; the rest take it from the build cache.

@@ -266,6 +266,28 @@ def _host_cpu() -> str:
     return f"{model.group(1) if model else platform.machine()} {digest}"
 
 
+def _fast_linker(cxx: str, link: list[str]) -> list[str]:
+    """``["-fuse-ld=gold"]`` when gold links a small shared object with these flags, else ``[]`` (bfd).
+
+    gold links against torch's large libraries in about half the time of bfd (0.17 s vs 0.33 s), on
+    the edit-recompile path. It is probed, not assumed: where a compiler's library folder holds a
+    dangling ``libstdc++.so`` (as on the lent H200 image), bfd searches on and gold fails.
+    """
+    if not shutil.which("ld.gold"):
+        return []
+    with tempfile.TemporaryDirectory(prefix="cuda_gym_ld_") as tmp:
+        source = Path(tmp) / "probe.cpp"
+        source.write_text("#include <string>\nstd::string cuda_gym_probe() { return std::string(3, 'x'); }\n")
+        cmd = [cxx, "-fuse-ld=gold", "-shared", "-fPIC", str(source), "-o", str(Path(tmp) / "probe.so"), *link]
+        try:
+            ok = subprocess.run(cmd, capture_output=True, timeout=120, check=False).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            ok = False
+    if not ok:
+        logger.debug("ld.gold cannot link here; using the default linker")
+    return ["-fuse-ld=gold"] if ok else []
+
+
 @functools.lru_cache(maxsize=8)
 def toolchain(flavour: str, arch: str) -> Toolchain:
     """The :class:`Toolchain` for ``flavour`` (``cuda``/``cpu``) and ``arch`` (cached per process)."""
@@ -341,10 +363,8 @@ def toolchain(flavour: str, arch: str) -> Toolchain:
             libs.append(arg)
     else:
         libs.append("-fopenmp")
-    # gold links against torch's large libraries in about half the time of bfd (0.17 s vs 0.33 s).
-    fast_linker = ["-fuse-ld=gold"] if shutil.which("ld.gold") else []
-    link = [*fast_linker, *(f"-L{d}" for d in dict.fromkeys(lib_dirs)), *libs,
-            *(f"-Wl,-rpath,{r}" for r in dict.fromkeys(rpaths))]
+    link = [*(f"-L{d}" for d in dict.fromkeys(lib_dirs)), *libs, *(f"-Wl,-rpath,{r}" for r in dict.fromkeys(rpaths))]
+    link = [*_fast_linker(cxx, link), *link]
 
     return Toolchain(
         flavour=flavour, cxx=cxx, cxx_version=_version([cxx, "--version"]).splitlines()[0],

@@ -11,6 +11,22 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "datasets"
 
 
+def _pin_worker_gpu() -> None:
+    """Under pytest-xdist with ``CUDA_GYM_TEST_GPUS=0,1``, give worker ``gwN`` GPU ``N mod count`` alone.
+
+    KernelBench level-1 evaluations take 6-12 GiB per output: workers sharing one GPU run out of
+    memory. Runs before torch initialises CUDA (this module is imported first in every worker), and
+    the judge's worker processes inherit the setting.
+    """
+    gpus = [g for g in os.environ.get("CUDA_GYM_TEST_GPUS", "").split(",") if g.strip()]
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if gpus and worker.startswith("gw") and worker[2:].isdigit():
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[int(worker[2:]) % len(gpus)].strip()
+
+
+_pin_worker_gpu()
+
+
 def _has_gpu() -> bool:
     try:
         import torch

@@ -22,6 +22,7 @@ from build_fixtures import (  # noqa: F401 - fixtures
     write_add_kernels,
 )
 from cuda_gym.build import (
+    _fast_linker,
     BuildConfig,
     _parse_arch,
     build_workspace,
@@ -110,6 +111,16 @@ def test_arch_list_becomes_gencode_flags() -> None:
     assert _parse_arch("sm_90a") == ["-gencode=arch=compute_90a,code=sm_90a"]
     with pytest.raises(BuildError, match="unknown CUDA arch"):
         _parse_arch("hopper")
+
+
+@pytest.mark.skipif(shutil.which("ld.gold") is None, reason="needs ld.gold")
+def test_gold_is_used_only_where_it_links(tmp_path: Path) -> None:
+    """A dangling libstdc++.so on the search path (the H200 image's compiler has one) breaks gold,
+    not bfd: the probe then falls back to the default linker instead of failing every build."""
+    cxx = shutil.which("c++") or "g++"
+    assert _fast_linker(cxx, []) == ["-fuse-ld=gold"]
+    (tmp_path / "libstdc++.so").symlink_to(tmp_path / "missing" / "libstdc++.so.6")
+    assert _fast_linker(cxx, [f"-L{tmp_path}"]) == []
 
 
 def test_cache_root_honours_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -300,6 +300,27 @@ def test_cli_baselines_measure_is_resumable(judge_env: dict[str, Path], monkeypa
     assert "measured 0, already cached 2" in capsys.readouterr().out
 
 
+def test_warmup_lasts_at_least_warmup_s_then_times_every_seed() -> None:
+    from cuda_gym.judge.harness import run_timing
+
+    seen: list[float] = []
+
+    def model(x: torch.Tensor) -> torch.Tensor:
+        seen.append(float(x[0]))
+        time.sleep(0.01)
+        return x * 2
+
+    t0 = time.perf_counter()
+    times = run_timing(model, lambda: [torch.randn(4)], "cpu", [1, 2], [3, 4, 5], warmup_s=0.3)
+    assert time.perf_counter() - t0 >= 0.3
+    assert len(times) == 3 and all(t.event_ms >= 10.0 for t in times)
+    warm = seen[:-3]
+    assert len(warm) >= 15 and len(set(warm)) == 2  # two seeds, the last repeated until 0.3 s passed
+    seen.clear()
+    run_timing(model, lambda: [torch.randn(4)], "cpu", [1, 2], [3], warmup_s=0.0)
+    assert len(seen) == 3  # without a duration: one call per warm-up seed
+
+
 def test_sample_large_keeps_shape_and_draws_the_same_positions_for_the_same_seed() -> None:
     from cuda_gym.judge.harness import SAMPLED_KEY, sample_large
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the lent H200 (the `device` tool): install, then run stages; results under $OUT.
 #   carry: [".whl", ".carry"]   (.whl from ../shared/device/wheels.sh; .carry/datasets = ../shared/datasets)
-#   usage: bash benchmarks/device/h200.sh [tests] [bench] ...   env TESTS selects tests (default: all gpu tests)
+#   usage: bash benchmarks/device/h200.sh [tests] [bench | bench_build | bench_judge] ...   env TESTS selects tests (default: all gpu tests)
+#   on nvidia-h200-x2: CUDA_GYM_TEST_GPUS=0,1 PYTEST_ARGS='-n 2' gives each pytest-xdist worker its own GPU
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl 2>/dev/null \
@@ -12,6 +13,7 @@ export CUDA_GYM_CACHE_DIR=/tmp/cuda_gym_cache TORCH_CUDA_ARCH_LIST=9.0
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
   python3 -c "import torch,sys;print('python',sys.version.split()[0],'torch',torch.__version__,'cuda',torch.version.cuda)"
+  echo "linker: $(command -v ld.gold || echo 'no ld.gold (bfd)')"; nproc
   cuda-gym doctor
 } > "$OUT/env.txt" 2>&1
 for stage in "$@"; do
@@ -23,9 +25,10 @@ for stage in "$@"; do
         ${PYTEST_ARGS:-} ${TESTS:-} > "$OUT/gpu_tests.log" 2>&1
       grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/gpu_tests.log" | tail -40
       [[ -d "$OUT/transcripts" ]] && (cd "$OUT" && tar czf transcripts.tgz transcripts && rm -rf transcripts) ;;
-    bench)
+    bench|bench_build)
       BENCH_OUT="$OUT/bench_build.json" timeout -s INT 300 python3 -m pytest -q -p no:cacheprovider \
-        benchmarks/bench_build.py --benchmark-json="$OUT/bench_build_pytest.json" 2>&1 | tail -6
+        benchmarks/bench_build.py --benchmark-json="$OUT/bench_build_pytest.json" 2>&1 | tail -6 ;;&
+    bench|bench_judge)
       BENCH_OUT="$OUT/bench_judge.json" timeout -s INT 270 python3 benchmarks/bench_judge.py 2>&1 | tail -12 ;;
   esac
 done

@@ -156,23 +156,30 @@ def run_timing(
     keep: Callable[[int, Any], None] | None = None,
     keep_indices: Sequence[int] = (),
     after_call: Callable[[], None] | None = None,
+    warmup_s: float = 0.0,
 ) -> list[CallTime]:
     """Warm-up calls, then one timed call per seed, each on fresh inputs made outside the window.
 
-    Before each timed call: inputs are generated, the L2 cache flushed and the device synchronized.
-    ``keep(i, out)`` receives the outputs of the calls in ``keep_indices``; ``after_call`` runs after
-    every call (thread checks).
+    Warm-up makes one call per warm-up seed, then repeats the last one until ``warmup_s`` seconds
+    have passed since it began (the GPU's clocks settle). Before each timed call: inputs are
+    generated, the L2 cache flushed and the device synchronized. ``keep(i, out)`` receives the
+    outputs of the calls in ``keep_indices``; ``after_call`` runs after every call (thread checks).
     """
     flusher = L2Flusher(device)
     wanted = set(keep_indices)
     with torch.no_grad():
-        for seed in warmup_seeds:
+        deadline = _perf_counter() + warmup_s
+        for i, seed in enumerate(warmup_seeds):
             inputs = make_inputs(get_inputs, seed, device)
-            out = model(*inputs)
-            synchronize(device)
-            del out, inputs
-            if after_call:
-                after_call()
+            while True:
+                out = model(*inputs)
+                synchronize(device)
+                del out
+                if after_call:
+                    after_call()
+                if i < len(warmup_seeds) - 1 or _perf_counter() >= deadline:
+                    break
+            del inputs
         times: list[CallTime] = []
         for i, seed in enumerate(timed_seeds):
             inputs = make_inputs(get_inputs, seed, device)

@@ -284,6 +284,7 @@ class Judge:
             "init_seed": cfg.init_seed,
             "correctness_seeds": _seeds(cfg.correctness_trials),
             "warmup_seeds": _seeds(cfg.warmup) if mode != "verify" else [],
+            "warmup_s": cfg.warmup_s,
             "timed_seeds": _seeds(n_timed) if mode != "verify" else [],
             "keep_indices": sorted(secrets.SystemRandom().sample(range(n_timed), cfg.n_checked)) if mode != "verify" else [],
             "profile_seeds": _seeds(cfg.profile_calls) if mode == "profile" else [],
@@ -438,7 +439,8 @@ class Judge:
             if entry is None:
                 source = "measured"
                 entry = {"eager": self._time_reference(task, "eager")[0], "compile": None, "compile_error": "",
-                         "fingerprint": self._ref.fingerprint, "warmup": cfg.warmup, "timed_calls": cfg.n_timed}
+                         "fingerprint": self._ref.fingerprint, "warmup": cfg.warmup, "warmup_ms": cfg.warmup_ms,
+                         "timed_calls": cfg.n_timed}
                 if cfg.compile_baseline:
                     entry["compile"], entry["compile_error"] = self._time_reference(task, "compile")
                 if cfg.use_cache:
@@ -449,7 +451,8 @@ class Judge:
 
     def _time_reference(self, task: Task, kind: str) -> tuple[dict[str, Any] | None, str]:
         cfg = self.config
-        req = {"op": "time", "code_hash": task.code_hash, "kind": kind, "warmup_seeds": _seeds(cfg.warmup), "timed_seeds": _seeds(cfg.n_timed)}
+        req = {"op": "time", "code_hash": task.code_hash, "kind": kind, "warmup_seeds": _seeds(cfg.warmup),
+               "warmup_s": cfg.warmup_s, "timed_seeds": _seeds(cfg.n_timed)}
         try:
             answer = self._ref.request(req)
         except JudgeError as exc:

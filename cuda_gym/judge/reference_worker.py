@@ -164,7 +164,8 @@ class ReferenceServer:
         else:
             raise ValueError(f"unknown timing kind {kind!r}")
         try:
-            times = harness.run_timing(model, task.get_inputs, self.device, req["warmup_seeds"], req["timed_seeds"])
+            times = harness.run_timing(model, task.get_inputs, self.device, req["warmup_seeds"], req["timed_seeds"],
+                                       warmup_s=float(req.get("warmup_s", 0.0)))
         except Exception as exc:  # noqa: BLE001 - a baseline that cannot run is recorded, not fatal
             if kind == "compile":
                 task.compile_error = f"{type(exc).__name__}: {str(exc)[:2000]}"

@@ -41,7 +41,9 @@ def submission_files(case_dir: Path) -> dict[str, Path]:
 
     A case holding a file named ``base`` starts from the honest solution it names
     (``tests/solutions/<base>``) and replaces only the files it carries itself: most hacks change
-    ``model_new.py`` or one binding and keep the honest kernels.
+    ``model_new.py`` or one binding and keep the honest kernels. The name is a path relative to
+    ``tests/solutions``: an honest solution may name the shipped demo solution
+    (``../../envs/demo_solutions/cuda``) instead of copying it.
     """
     files: dict[str, Path] = {}
     dirs = [case_dir]
