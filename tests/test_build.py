@@ -22,8 +22,8 @@ from build_fixtures import (  # noqa: F401 - fixtures
     write_add_kernels,
 )
 from cuda_gym.build import (
-    _fast_linker,
     BuildConfig,
+    _fast_linker,
     _parse_arch,
     build_workspace,
     cache_root,

@@ -244,7 +244,7 @@ def run(r: Run) -> None:
         t0 = time.perf_counter()
         times = harness.run_timing(
             model, get_inputs, device, spec["warmup_seeds"], timed_seeds, keep, spec["keep_indices"],
-            after_call=lambda: r.check_threads("during timing"), warmup_s=float(spec.get("warmup_s", 0.0)),
+            after_call=lambda: r.check_threads("during timing"), warmup_s=float(spec["warmup_s"]),
         )
         r.result["timing_wall_s"] = time.perf_counter() - t0
         r.result["times"] = [[t.event_ms, t.host_ms] for t in times]

@@ -167,19 +167,23 @@ def run_timing(
     """
     flusher = L2Flusher(device)
     wanted = set(keep_indices)
+
+    def untimed(inputs: Sequence[Any]) -> None:
+        out = model(*inputs)
+        synchronize(device)
+        del out
+        if after_call:
+            after_call()
+
     with torch.no_grad():
         deadline = _perf_counter() + warmup_s
-        for i, seed in enumerate(warmup_seeds):
+        inputs = None
+        for seed in warmup_seeds:
             inputs = make_inputs(get_inputs, seed, device)
-            while True:
-                out = model(*inputs)
-                synchronize(device)
-                del out
-                if after_call:
-                    after_call()
-                if i < len(warmup_seeds) - 1 or _perf_counter() >= deadline:
-                    break
-            del inputs
+            untimed(inputs)
+        while inputs is not None and _perf_counter() < deadline:
+            untimed(inputs)
+        del inputs
         times: list[CallTime] = []
         for i, seed in enumerate(timed_seeds):
             inputs = make_inputs(get_inputs, seed, device)

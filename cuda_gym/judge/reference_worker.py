@@ -165,7 +165,7 @@ class ReferenceServer:
             raise ValueError(f"unknown timing kind {kind!r}")
         try:
             times = harness.run_timing(model, task.get_inputs, self.device, req["warmup_seeds"], req["timed_seeds"],
-                                       warmup_s=float(req.get("warmup_s", 0.0)))
+                                       warmup_s=float(req["warmup_s"]))
         except Exception as exc:  # noqa: BLE001 - a baseline that cannot run is recorded, not fatal
             if kind == "compile":
                 task.compile_error = f"{type(exc).__name__}: {str(exc)[:2000]}"
