@@ -19,8 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="cuda-gym",
         description="Gymnasium environments in which LLM agents learn to write fast CUDA kernels.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
+    sub = _subcommands(parser, "command", "COMMAND")
     # Command groups register themselves below; keep one function per group.
     _add_tasks_commands(sub)
     _add_data_commands(sub)
@@ -28,6 +27,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo_commands(sub)
     _add_judge_commands(sub)
     return parser
+
+
+def _subcommands(
+    parser: argparse.ArgumentParser, dest: str, metavar: str = "SUBCOMMAND"
+) -> "argparse._SubParsersAction[argparse.ArgumentParser]":
+    """A required sub-command of ``parser``, stored in ``args.<dest>``."""
+    sub = parser.add_subparsers(dest=dest, metavar=metavar)
+    sub.required = True
+    return sub
+
+
+def _add_task_set_args(
+    parser: argparse.ArgumentParser,
+    *,
+    source_choices: Sequence[str] | None,
+    source_help: str,
+    level_help: str,
+    path_help: str,
+) -> None:
+    """``--source``, ``--level`` (repeatable), ``--path`` and ``--size``: which task set to load."""
+    parser.add_argument("--source", choices=source_choices, default="builtin", help=source_help)
+    parser.add_argument("--level", type=int, action="append", default=None, help=level_help)
+    parser.add_argument("--path", default=None, help=path_help)
+    parser.add_argument("--size", choices=["small", "default"], default="default", help="builtin task size")
 
 
 def _add_demo_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -164,21 +187,18 @@ def _add_tasks_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     from cuda_gym.tasks.loaders import SOURCES
 
     tasks = sub.add_parser("tasks", help="list and show tasks", description="List and show tasks of a task set.")
-    tsub = tasks.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND")
-    tsub.required = True
+    tsub = _subcommands(tasks, "tasks_command")
     lst = tsub.add_parser(
         "list",
         help="list tasks with their level and memory need",
         description="List the tasks of a task set: id, level and the bytes of inputs + parameters + "
         "outputs (traced on the meta device; cached, so later runs are fast).",
     )
-    lst.add_argument("--source", choices=SOURCES, default="builtin", help="task set (default: builtin)")
-    lst.add_argument("--level", type=int, action="append", default=None,
-                     help="keep only this level (repeat for several)")
+    _add_task_set_args(lst, source_choices=SOURCES, source_help="task set (default: builtin)",
+                       level_help="keep only this level (repeat for several)",
+                       path_help="data folder or file (see `cuda-gym data path`)")
     lst.add_argument("--max-mem", type=float, default=None, metavar="GB",
                      help="keep only tasks needing at most GB gigabytes (unknown sizes are dropped)")
-    lst.add_argument("--path", default=None, help="data folder or file (see `cuda-gym data path`)")
-    lst.add_argument("--size", choices=["small", "default"], default="default", help="builtin task size")
     lst.add_argument("--no-facts", action="store_true", help="skip the memory column (no tracing)")
     lst.set_defaults(func=cmd_tasks_list)
     show = tsub.add_parser("show", help="print a task's code and facts",
@@ -256,13 +276,14 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
 
 def _add_data_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """The ``data`` group: ``data fetch`` and ``data path``."""
+    from cuda_gym.data import DATASETS
+
     data = sub.add_parser("data", help="download data sets and show where they are",
                           description="Download the KernelBench and Ops-6K data sets; show where they are found.")
-    dsub = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
-    dsub.required = True
+    dsub = _subcommands(data, "data_command")
     fetch = dsub.add_parser("fetch", help="download a data set from the Hugging Face hub",
                             description="Download a data set into the cache (cuda_gym.paths.cache_dir()/data).")
-    fetch.add_argument("name", choices=["kernelbench", "ops6k"], help="data set")
+    fetch.add_argument("name", choices=DATASETS, help="data set")
     fetch.add_argument("--dest", default=None, help="download here instead of the cache")
     fetch.set_defaults(func=cmd_data_fetch)
     path = dsub.add_parser("path", help="show where each data set is found",
@@ -287,11 +308,12 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
 
 def _data_status(path: str | None = None) -> list[tuple[str, str]]:
     """(data set, where found or why not) for each downloadable data set."""
+    from cuda_gym.data import DATASETS
     from cuda_gym.errors import DataNotFoundError
     from cuda_gym.tasks import find_dataset
 
     rows = []
-    for name in ("kernelbench", "ops6k"):
+    for name in DATASETS:
         try:
             rows.append((name, str(find_dataset(name, path))))
         except DataNotFoundError as exc:
@@ -317,28 +339,6 @@ def _add_doctor_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     doctor.set_defaults(func=cmd_doctor)
 
 
-def _cuda_home() -> "Path | None":
-    """CUDA_HOME as the build module finds it, or a small lookup of our own."""
-    import os
-    import shutil
-    from pathlib import Path
-
-    try:
-        from cuda_gym.build import find_cuda_home  # type: ignore[attr-defined]
-
-        return find_cuda_home()
-    except ImportError:
-        pass
-    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        candidates.append(str(Path(nvcc).resolve().parent.parent))
-    for c in candidates:
-        if c and (Path(c) / "bin" / "nvcc").exists():
-            return Path(c)
-    return None
-
-
 def cmd_doctor(args: argparse.Namespace) -> int:
     """``cuda-gym doctor``: one line per component; exit 0 unless torch is unusable."""
     import platform
@@ -359,7 +359,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"gpu {i}: {props.name}, {props.total_memory / 2**30:.0f} GiB, sm_{props.major}{props.minor}")
     else:
         print("gpu: none visible (CPU device only: CpuKernel-* envs; compile still works)")
-    home = _cuda_home()
+    from cuda_gym.build import find_cuda_home
+    from cuda_gym.sandbox import sandbox_mode
+
+    home = find_cuda_home()
     print(f"CUDA_HOME: {home if home else 'not found; set CUDA_HOME to your CUDA toolkit'}")
     nvcc = str(home / "bin" / "nvcc") if home else shutil.which("nvcc")
     if nvcc:
@@ -371,12 +374,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"nvcc: {nvcc} does not run ({exc})")
     else:
         print("nvcc: not found; install the CUDA toolkit or set CUDA_HOME")
-    try:
-        from cuda_gym.sandbox import sandbox_mode
-
-        print(f"sandbox: {sandbox_mode()}")
-    except ImportError:
-        print("sandbox: module not available")
+    print(f"sandbox: {sandbox_mode()}")
     for name, where in _data_status():
         print(f"data {name}: {where}")
     return 0
@@ -406,18 +404,15 @@ def _add_judge_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser
 
     baselines = sub.add_parser("baselines", help="measure reference timings",
                                description="Eager and torch.compile timings of tasks, cached on disk.")
-    bsub = baselines.add_subparsers(dest="baselines_command", metavar="SUBCOMMAND")
-    bsub.required = True
+    bsub = _subcommands(baselines, "baselines_command")
     measure = bsub.add_parser(
         "measure",
         help="fill the baseline cache for a task set (resumable)",
         description="Time eager PyTorch and torch.compile for every task of a set on one device and store "
         "the results in the baseline cache; tasks already cached are skipped, so an interrupted run resumes.",
     )
-    measure.add_argument("--source", default="builtin", help="task set: builtin, kernelbench, ops6k, custom")
-    measure.add_argument("--level", type=int, action="append", default=None, help="keep only this level (repeatable)")
-    measure.add_argument("--path", default=None, help="data folder or file")
-    measure.add_argument("--size", choices=["small", "default"], default="default", help="builtin task size")
+    _add_task_set_args(measure, source_choices=None, source_help="task set: builtin, kernelbench, ops6k, custom",
+                       level_help="keep only this level (repeatable)", path_help="data folder or file")
     measure.add_argument("--device", default=None, help="cuda:N or cpu (default: cuda:0 if a GPU is visible, else cpu)")
     measure.add_argument("--limit", type=int, default=None, help="at most this many tasks")
     measure.add_argument("--no-compile", action="store_true", help="time eager only")

@@ -11,6 +11,9 @@ if TYPE_CHECKING:
 DEFAULT_THRESHOLD = 1.05
 """A speedup must beat a baseline by more than 5% to count (CUDA Agent, arXiv 2602.24286)."""
 
+BASELINES = ("eager", "compile")
+"""What a speedup is measured against: eager PyTorch or ``torch.compile``."""
+
 
 def milestone(passed: bool, speedup_vs_eager: float, speedup_vs_compile: float,
               threshold: float = DEFAULT_THRESHOLD) -> int:
@@ -61,9 +64,14 @@ def log_speedup_reward(result: "JudgeResult", baseline: str = "compile", failure
     return log_speedup_score(result.passed, _speedup(result, baseline), failure)
 
 
+def check_baseline(baseline: str) -> str:
+    """``baseline`` if it is ``eager`` or ``compile`` (what a speedup is measured against); else ``ValueError``."""
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be 'eager' or 'compile', got {baseline!r}")
+    return baseline
+
+
 def _speedup(result: "JudgeResult", baseline: str) -> float:
-    if baseline == "eager":
+    if check_baseline(baseline) == "eager":
         return result.speedup_vs_eager
-    if baseline == "compile":
-        return result.speedup_vs_compile
-    raise ValueError(f"baseline must be 'eager' or 'compile', got {baseline!r}")
+    return result.speedup_vs_compile

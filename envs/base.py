@@ -34,28 +34,33 @@ def _task_set(source: str, path: str | None, level: int | None, size: str) -> tu
     return tuple(load_tasks(source, path=path, level=level, size=size))
 
 
+def _data_path(config: KernelEnvConfig) -> str | None:
+    """``config.data_path`` as the loaders' cache key: a string, or ``None``."""
+    return str(config.data_path) if config.data_path is not None else None
+
+
 def find_task(task_id: str, config: KernelEnvConfig) -> "Task":
     """The task ``task_id`` at the config's size (builtin tasks) and data path."""
     from cuda_gym.tasks import get_task
 
-    path = str(config.data_path) if config.data_path is not None else None
+    path = _data_path(config)
     source = task_id.split("/", 1)[0]
-    size = config.size if source == "builtin" else "default"
+    size = config.size if source == "builtin" else None  # only builtin tasks have sizes
     if source in ("builtin", "kernelbench", "ops6k") or (source == "custom" and path):
         try:
-            for task in _task_set(source, path, None, size):
+            for task in _task_set(source, path, None, size or "default"):
                 if task.id == task_id:
                     return task
         except CudaGymError:
             pass  # get_task below raises the precise error
-    return get_task(task_id, path=path, size=size if source == "builtin" else None)
+    return get_task(task_id, path=path, size=size)
 
 
 def load_task_list(config: KernelEnvConfig) -> list["Task"]:
     """The tasks an env draws from: ``config.task_ids`` if given, else the whole (filtered) set."""
     if config.task_ids:
         return [find_task(task_id, config) for task_id in config.task_ids]
-    path = str(config.data_path) if config.data_path is not None else None
+    path = _data_path(config)
     tasks = list(_task_set(config.source, path, config.level, config.size))
     if not tasks:
         raise ConfigError(
@@ -140,6 +145,11 @@ def make_judge(config: KernelEnvConfig) -> tuple[Any, bool]:
         f"judge must be a JudgeConfig, a dict of its fields or an object with verify/profile/submit, "
         f"got {type(settings).__name__}"
     )
+
+
+def _from_cache(result: "JudgeResult") -> bool:
+    """Whether the judge answered from its judgement cache (an identical earlier submission)."""
+    return result.fingerprint.get("judgement") == "cache"
 
 
 def _judge_device(device: str) -> str:
@@ -237,6 +247,17 @@ class KernelEnvBase(gym.Env[str, str]):
     def _skill_text(self, ws: "Workspace") -> str:
         skill = ws.root / "SKILL.md"
         return skill.read_text(errors="replace") if skill.is_file() else ""
+
+    def _header(self, ws: "Workspace", model_note: str) -> str:
+        """The prompt's opening both envs share: the task line, SKILL.md and the reference program
+        (its heading reads ``model.py (<model_note>)``)."""
+        assert self.task is not None
+        device = "NVIDIA GPU (CUDA)" if self.config.flavour == "cuda" else "CPU (C++ with OpenMP)"
+        return (
+            f"Task {self.task.id}: make this PyTorch program faster on the {device} with custom kernels.\n\n"
+            f"===== SKILL.md =====\n{self._skill_text(ws)}\n"
+            f"===== model.py ({model_note}) =====\n{self.task.code}\n"
+        )
 
     def _observe(self, text: str) -> str:
         return clean_output(text, self.config.observation_max_length)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from cuda_gym.envs.base import KernelEnvBase
+from cuda_gym.envs.base import KernelEnvBase, _from_cache
 from cuda_gym.envs.config import KernelEnvConfig
 
 logger = logging.getLogger(__name__)
@@ -60,17 +60,13 @@ class KernelEnv(KernelEnvBase):
         return prompt, info
 
     def _prompt(self, ws: Any) -> str:
-        from cuda_gym.tools import format_tool_call, tool_schemas
+        from cuda_gym.tools import TOOLS, format_tool_call
 
-        device = "NVIDIA GPU (CUDA)" if self.config.flavour == "cuda" else "CPU (C++ with OpenMP)"
-        names = ", ".join(schema["function"]["name"] for schema in tool_schemas())
+        names = ", ".join(TOOLS)
         example = format_tool_call("read_file", {"path": "model.py"})
-        assert self.task is not None
         return (
-            f"Task {self.task.id}: make this PyTorch program faster on the {device} with custom kernels.\n\n"
-            f"===== SKILL.md =====\n{self._skill_text(ws)}\n"
-            f"===== model.py (the reference program, read-only) =====\n{self.task.code}\n"
-            "===== How to act =====\n"
+            self._header(ws, "the reference program, read-only")
+            + "===== How to act =====\n"
             "Each turn, call exactly one tool with a JSON object inside a <tool_call> block, e.g.\n"
             f"{example}\n"
             f"Tools: {names}. Paths are relative to the workspace root.\n"
@@ -93,9 +89,13 @@ class KernelEnv(KernelEnvBase):
             result = None
             submitted = False
             action_text = repr(action)
+            clean = False  # a type's name may hold any character
         else:
             outcome = self.runner.run(action)
             text, result, submitted = outcome.text, outcome.judge_result, outcome.submitted
+            # The runner returns clean_output(text, tool_output_limit), and KernelEnvConfig keeps
+            # tool_output_limit <= observation_max_length: cleaning it again would change nothing.
+            clean = True
             info.update(outcome.info)
             if result is not None:
                 info["judge_cached"] = _from_cache(result)
@@ -113,13 +113,14 @@ class KernelEnv(KernelEnvBase):
             assert self.workspace is not None
             result = self.judge.submit(self.workspace)
             text = text + FINAL_BANNER + _render_final(result)
+            clean = False  # the judge's report may hold anything, and the sum may be too long
         if terminated or truncated:
             assert result is not None
             reward = self._reward(result)
             info.update(result.to_info())
             info.update(final_eval=True, submitted=submitted, reward=reward, judge_cached=_from_cache(result))
             self._done = True
-        observation = self._observe(text)
+        observation = text if clean else self._observe(text)
         self.transcript.append({"role": "assistant", "content": action_text})
         self.transcript.append({"role": "tool", "content": observation})
         return observation, reward, terminated, truncated, info
@@ -129,8 +130,3 @@ def _render_final(result: Any) -> str:
     from cuda_gym.tools.render import render_submit
 
     return render_submit(result)
-
-
-def _from_cache(result: Any) -> bool:
-    """Whether the judge answered from its judgement cache (an identical earlier submission)."""
-    return result.fingerprint.get("judgement") == "cache"

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import gymnasium as gym
 
+from cuda_gym.envs.config import KernelEnvConfig
+
 MULTI_TURN = "cuda_gym.envs.kernel_env:KernelEnv"
 SINGLE_TURN = "cuda_gym.envs.single_turn:SingleTurnKernelEnv"
-DEFAULT_MAX_TURNS = 200
+DEFAULT_MAX_TURNS: int = KernelEnvConfig.max_turns
+"""``max_episode_steps`` of the multi-turn ids: the default ``max_turns`` (200)."""
 
 
 @dataclass(frozen=True)
@@ -36,14 +39,18 @@ CPU_IDS = (EnvIdSpec("Builtin", {"source": "builtin", "size": "small"}),)
 """Task sets of the ``CpuKernel-*`` and ``CpuKernelSingleTurn-*`` ids (device ``cpu``)."""
 
 
+def _id_entries() -> Iterator[tuple[str, str, int | None, dict[str, Any]]]:
+    """(id, entry point, ``max_episode_steps``, kwargs) of every id, in registration order."""
+    for prefix, device, specs in (("CudaKernel", "cuda", CUDA_IDS), ("CpuKernel", "cpu", CPU_IDS)):
+        for spec in specs:
+            kwargs = dict(spec.kwargs, device=device)
+            yield f"{prefix}-{spec.name}-v0", MULTI_TURN, DEFAULT_MAX_TURNS, kwargs
+            yield f"{prefix}SingleTurn-{spec.name}-v0", SINGLE_TURN, None, kwargs
+
+
 def env_ids() -> list[str]:
     """Every id :func:`register_envs` registers."""
-    ids = []
-    for prefix, specs in (("CudaKernel", CUDA_IDS), ("CpuKernel", CPU_IDS)):
-        for spec in specs:
-            ids.append(f"{prefix}-{spec.name}-v0")
-            ids.append(f"{prefix}SingleTurn-{spec.name}-v0")
-    return ids
+    return [env_id for env_id, *_ in _id_entries()]
 
 
 def register_envs() -> None:
@@ -56,19 +63,13 @@ def register_envs() -> None:
     When you raise ``max_turns`` above 200, raise ``max_episode_steps`` too
     (``gym.make(id, max_turns=500, max_episode_steps=500)``).
     """
-    for prefix, device, specs in (("CudaKernel", "cuda", CUDA_IDS), ("CpuKernel", "cpu", CPU_IDS)):
-        for spec in specs:
-            kwargs = dict(spec.kwargs, device=device)
-            for env_id, entry_point, steps in (
-                (f"{prefix}-{spec.name}-v0", MULTI_TURN, DEFAULT_MAX_TURNS),
-                (f"{prefix}SingleTurn-{spec.name}-v0", SINGLE_TURN, None),
-            ):
-                if env_id in gym.registry:
-                    continue
-                gym.register(
-                    id=env_id,
-                    entry_point=entry_point,
-                    nondeterministic=True,
-                    max_episode_steps=steps,
-                    kwargs=kwargs,
-                )
+    for env_id, entry_point, steps, kwargs in _id_entries():
+        if env_id in gym.registry:
+            continue
+        gym.register(
+            id=env_id,
+            entry_point=entry_point,
+            nondeterministic=True,
+            max_episode_steps=steps,
+            kwargs=kwargs,
+        )

@@ -6,9 +6,8 @@ import logging
 import math
 from typing import Any, Mapping
 
-from cuda_gym.envs.base import KernelEnvBase
+from cuda_gym.envs.base import KernelEnvBase, _from_cache
 from cuda_gym.envs.config import KernelEnvConfig
-from cuda_gym.envs.kernel_env import _from_cache
 from cuda_gym.envs.solution import FORMAT_HELP, Solution, SolutionFormatError, parse_solution
 from cuda_gym.errors import ToolError
 
@@ -51,13 +50,9 @@ class SingleTurnKernelEnv(KernelEnvBase):
         return prompt, info
 
     def _prompt(self, ws: Any) -> str:
-        assert self.task is not None
-        device = "NVIDIA GPU (CUDA)" if self.config.flavour == "cuda" else "CPU (C++ with OpenMP)"
         return (
-            f"Task {self.task.id}: make this PyTorch program faster on the {device} with custom kernels.\n\n"
-            f"===== SKILL.md =====\n{self._skill_text(ws)}\n"
-            f"===== model.py (the reference program) =====\n{self.task.code}\n"
-            "===== How to answer =====\n"
+            self._header(ws, "the reference program")
+            + "===== How to answer =====\n"
             "You have one answer; there are no tools. It is compiled, checked and timed as a submission.\n"
             f"{FORMAT_HELP}\n"
         )
@@ -106,13 +101,13 @@ class SingleTurnKernelEnv(KernelEnvBase):
         if solution.single_file is not None:
             (ws.root / SINGLE_FILE_NAME).write_text(solution.single_file)
             return "single_file"
-        protected = {str(p) for p in ws.protected}
-        for rel in solution.files:
-            if rel in protected:
-                raise SolutionFormatError(f"{rel} is protected infrastructure and cannot be written; leave it out")
-            ws.resolve(rel)  # raises ToolError on escapes before anything is written
+        targets = []
         for rel, content in solution.files.items():
-            path = ws.resolve(rel)
+            path = ws.resolve(rel)  # raises ToolError on escapes before anything is written
+            if ws.is_protected(path):  # also catches aliases such as kernels/../model.py
+                raise SolutionFormatError(f"{rel} is protected infrastructure and cannot be written; leave it out")
+            targets.append((path, content))
+        for path, content in targets:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)
         return "files"

@@ -240,6 +240,20 @@ def test_single_turn_episode_judges_the_answer() -> None:
         env.close()
 
 
+def test_single_turn_refuses_an_aliased_path_to_a_protected_file() -> None:
+    env = gym.make("CpuKernelSingleTurn-Builtin-v0", task_ids=[TASK_ID])
+    try:
+        env.reset(seed=0)
+        model = env.unwrapped.workspace.root / "model.py"
+        before = model.read_text()
+        obs, reward, terminated, _, info = env.step(format_solution({"kernels/../model.py": "import os\n"}))
+        assert terminated and reward == -1 and info["parse_ok"] is False
+        assert "kernels/../model.py is protected infrastructure" in obs
+        assert model.read_text() == before
+    finally:
+        env.close()
+
+
 def test_judgement_cache_is_on_by_default_and_can_be_switched_off() -> None:
     on = gym.make(CPU_ID, **ENV_KWARGS)
     off = gym.make(CPU_ID, judge={"cache_judgements": False}, **ENV_KWARGS)

@@ -86,17 +86,18 @@ class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs)
         """Step the env and record the step; write the episode when it ends."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         if self._episode is not None:
+            flat = _flat(info)
             self._episode["steps"].append(
                 {
                     "action": action if isinstance(action, str) else repr(action),
                     "observation": obs if isinstance(obs, str) else repr(obs),
                     "reward": _scalar(float(reward)),
-                    "info": _flat(info),
+                    "info": flat,
                 }
             )
             self._episode["return"] += float(reward)
             if info.get("final_eval"):
-                self._episode["final"] = _flat(info)
+                self._episode["final"] = flat
             if terminated or truncated:
                 self._episode.update(terminated=bool(terminated), truncated=bool(truncated))
                 self._flush(complete=True)

@@ -8,13 +8,11 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium.utils import RecordConstructorArgs
 
-from cuda_gym.reward import DEFAULT_THRESHOLD, log_speedup_score, milestone, speedup_score
+from cuda_gym.reward import DEFAULT_THRESHOLD, check_baseline, log_speedup_score, milestone, speedup_score
 
 
 def _speedup(info: dict[str, Any], baseline: str) -> float:
-    if baseline not in ("eager", "compile"):
-        raise ValueError(f"baseline must be 'eager' or 'compile', got {baseline!r}")
-    value = info.get(f"speedup_vs_{baseline}", math.nan)
+    value = info.get(f"speedup_vs_{check_baseline(baseline)}", math.nan)
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -60,32 +58,36 @@ class MilestoneReward(InfoReward, RecordConstructorArgs):
                                self.threshold))
 
 
-class SpeedupReward(InfoReward, RecordConstructorArgs):
-    """The raw speedup over ``baseline`` (``compile`` or ``eager``) when the submission passed,
-    else ``failure`` (also when the speedup was not measured)."""
+class _BaselineReward(InfoReward, RecordConstructorArgs):
+    """Base class of the rewards on the speedup over one ``baseline`` (``compile`` or ``eager``),
+    with ``failure`` when the submission did not pass."""
 
-    def __init__(self, env: gym.Env[Any, Any], baseline: str = "compile", failure: float = 0.0) -> None:
-        _speedup({}, baseline)
+    def __init__(self, env: gym.Env[Any, Any], baseline: str, failure: float) -> None:
+        check_baseline(baseline)
         RecordConstructorArgs.__init__(self, baseline=baseline, failure=failure)
         InfoReward.__init__(self, env)
         self.baseline = baseline
         self.failure = failure
+
+
+class SpeedupReward(_BaselineReward):
+    """The raw speedup over ``baseline`` (``compile`` or ``eager``) when the submission passed,
+    else ``failure`` (also when the speedup was not measured)."""
+
+    def __init__(self, env: gym.Env[Any, Any], baseline: str = "compile", failure: float = 0.0) -> None:
+        super().__init__(env, baseline, failure)
 
     def score(self, info: dict[str, Any]) -> float:
         """Speedup, or ``failure``."""
         return speedup_score(bool(info.get("passed")), _speedup(info, self.baseline), self.failure)
 
 
-class LogSpeedupReward(InfoReward, RecordConstructorArgs):
+class LogSpeedupReward(_BaselineReward):
     """``ln(speedup)`` over ``baseline`` when the submission passed, else ``failure``: symmetric
     around 0 for faster/slower, so a 2x gain and a 2x loss weigh the same."""
 
     def __init__(self, env: gym.Env[Any, Any], baseline: str = "compile", failure: float = -1.0) -> None:
-        _speedup({}, baseline)
-        RecordConstructorArgs.__init__(self, baseline=baseline, failure=failure)
-        InfoReward.__init__(self, env)
-        self.baseline = baseline
-        self.failure = failure
+        super().__init__(env, baseline, failure)
 
     def score(self, info: dict[str, Any]) -> float:
         """Log-speedup, or ``failure``."""

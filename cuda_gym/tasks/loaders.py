@@ -36,7 +36,6 @@ class TaskSet(list[Task]):
 
     Attributes:
         source: the task set's name (``kernelbench``...).
-        location: the file or directory the tasks came from (``None`` for builtin).
         broken: task id -> why its code was rejected (syntax error, missing names).
         duplicates: task id -> id of the earlier task with exactly the same code (skipped when
             loading with ``dedup=True``).
@@ -47,13 +46,11 @@ class TaskSet(list[Task]):
         tasks: Iterable[Task] = (),
         *,
         source: str = "",
-        location: Path | None = None,
         broken: dict[str, str] | None = None,
         duplicates: dict[str, str] | None = None,
     ) -> None:
         super().__init__(tasks)
         self.source = source
-        self.location = location
         self.broken: dict[str, str] = broken or {}
         self.duplicates: dict[str, str] = duplicates or {}
 
@@ -334,28 +331,24 @@ def load_tasks(
     if size not in ("small", "default"):
         raise TaskError(f"unknown size {size!r}; choose 'small' or 'default'")
     levels = _levels(level)
-    location: Path | None = None
     if source == "builtin":
         rows = _builtin_rows()
     elif source == "kernelbench":
         if path is not None and (str(path) == "hf" or str(path).startswith("hf://")):
             rows = _kernelbench_hf(levels)
         else:
-            location = find_dataset("kernelbench", path)
-            rows = _kernelbench_rows(location, levels)
+            rows = _kernelbench_rows(find_dataset("kernelbench", path), levels)
     elif source == "ops6k":
-        location = find_dataset("ops6k", path)
-        rows = _ops6k_rows(location)
+        rows = _ops6k_rows(find_dataset("ops6k", path))
     else:
         if path is None:
             raise TaskError("custom tasks need path=<folder of KernelBench-style .py files> (CLI: --path)")
-        location = Path(path).expanduser()
-        rows = _custom_rows(location, next(iter(levels)) if levels and len(levels) == 1 else 1)
+        rows = _custom_rows(Path(path).expanduser(), next(iter(levels)) if levels and len(levels) == 1 else 1)
         levels = None
     if levels is not None:
         rows = [r for r in rows if r.level in levels]
 
-    result = TaskSet(source=source, location=location)
+    result = TaskSet(source=source)
     seen: dict[str, str] = {}
     for row in rows:
         try:

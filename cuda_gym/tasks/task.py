@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import itertools
 import sys
@@ -146,9 +147,11 @@ class Task:
     code: str
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
-    @property
+    @functools.cached_property
     def code_hash(self) -> str:
-        """SHA-256 of the code: the key of every per-task cache (baselines, judgements)."""
+        """SHA-256 of the code: the key of every per-task cache (baselines, judgements).
+
+        Computed once (the dataclass is frozen, so the code cannot change)."""
         return hashlib.sha256(self.code.encode()).hexdigest()
 
     def check(self) -> None:
