@@ -613,6 +613,7 @@ def summarize_log(raw: str, ws_root: Path, limit: int = 8000) -> str:
 
 
 def _build_env() -> dict[str, str]:
+    """The environment of an unsandboxed ninja run (a sandbox sets its own: see ``Sandbox.env_for``)."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "TMPDIR", "USER")}
     env["LC_ALL"] = "C"
     env["LANG"] = "C"
@@ -629,7 +630,9 @@ def _run_ninja(cmd: list[str], ws: Any, config: BuildConfig, sandbox: Any, root:
         build_sb = Sandbox(writable=[Path(ws.build_dir)], readonly=[Path(ws.root), root],
                            mode=getattr(sandbox, "mode", None))
         limits = Limits(wall_s=config.timeout_s, memory_bytes=config.memory_bytes, output_bytes=4 * 2**20)
-        res = build_sb.run(cmd, cwd=Path(ws.root), limits=limits, env=_build_env())
+        # No env: the sandbox's own PATH, HOME, TMPDIR, LC_ALL=C and LANG=C are what the compilers need
+        # (the compilers are named by absolute path). The host's TMPDIR would point where nvcc cannot write.
+        res = build_sb.run(cmd, cwd=Path(ws.root), limits=limits)
         output = res.output + (f"\n{res.reason}" if res.reason else "")
         return res.returncode, output, bool(res.timed_out)
     proc = subprocess.Popen(cmd, cwd=ws.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -641,7 +644,7 @@ def _run_ninja(cmd: list[str], ws: Any, config: BuildConfig, sandbox: Any, root:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        return -9, out.decode("utf-8", errors="replace") + f"\nbuild stopped after {config.timeout_s:.0f} s", True
+        return -9, out.decode("utf-8", errors="replace"), True  # build_workspace says it ran past the limit
 
 
 def build_workspace(ws: Any, config: BuildConfig | None = None, sandbox: Any = None) -> BuildResult:

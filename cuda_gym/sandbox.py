@@ -74,7 +74,7 @@ class Limits:
     output_bytes: int = 2**20
     """Output kept in memory: the first and last halves of this many bytes; the middle is dropped."""
 
-    def effective_cpu_s(self) -> float | None:
+    def effective_cpu_s(self) -> float:
         """The CPU limit in force: ``cpu_s``, or twice the wall limit when it is ``None``."""
         return self.cpu_s if self.cpu_s is not None else 2 * self.wall_s
 
@@ -198,8 +198,9 @@ def sandbox_mode() -> SandboxMode:
 # --------------------------------------------------------------------------- cgroup pids limit
 
 
-def _mount_points(fstype: str, option: str | None = None) -> list[Path]:
-    found = []
+def _mount_points(fstype: str | None = None, option: str | None = None) -> list[Path]:
+    """Mount points of this mount namespace: all of them, or those of ``fstype`` (with super option ``option``)."""
+    found: list[Path] = []
     try:
         lines = Path("/proc/self/mountinfo").read_text().splitlines()
     except OSError:
@@ -207,9 +208,12 @@ def _mount_points(fstype: str, option: str | None = None) -> list[Path]:
     for line in lines:
         left, _, right = line.partition(" - ")
         fields, rfields = left.split(), right.split()
-        if len(fields) >= 5 and len(rfields) >= 3 and rfields[0] == fstype:
-            if option is None or option in rfields[2].split(","):
-                found.append(Path(fields[4].replace("\\040", " ")))
+        if len(fields) < 5:
+            continue
+        if fstype is not None and not (len(rfields) >= 3 and rfields[0] == fstype
+                                       and (option is None or option in rfields[2].split(","))):
+            continue
+        found.append(Path(fields[4].replace("\\040", " ")))
     return found
 
 
@@ -314,13 +318,10 @@ class _PidsCgroup:
 
 @functools.lru_cache(maxsize=None)
 def _cuda_home() -> Path | None:
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var) and Path(os.environ[var]).is_dir():
-            return Path(os.environ[var])
-    if Path("/usr/local/cuda").is_dir():
-        return Path("/usr/local/cuda")
-    nvcc = shutil.which("nvcc")
-    return Path(nvcc).resolve().parent.parent if nvcc else None
+    """The CUDA toolkit the build uses (:func:`cuda_gym.build.find_cuda_home`), so both agree."""
+    from cuda_gym.build import find_cuda_home
+
+    return find_cuda_home()
 
 
 @functools.lru_cache(maxsize=None)
@@ -483,7 +484,7 @@ class Sandbox:
 
     def _unshare_args(self, tmp: Path) -> tuple[list[str], dict[str, str]]:
         skip = ("/proc", "/dev")
-        mounts = sorted({str(m) for m in _mount_points_all()
+        mounts = sorted({str(m) for m in _mount_points()
                          if not any(str(m) == s or str(m).startswith(s + "/") for s in skip)},
                         key=len)
         fail = '|| { echo "sandbox setup: mount failed" >&2; exit %d; }' % _SETUP_FAILED
@@ -523,10 +524,9 @@ class Sandbox:
 
     def _rlimit_values(self, limits: Limits, nproc: bool) -> dict[str, int | tuple[int, int]]:
         vals: dict[str, int | tuple[int, int]] = {"core": 0}
-        cpu = limits.effective_cpu_s()
-        if cpu is not None:
-            # SIGXCPU at the soft limit names the cause; SIGKILL a second later if it is ignored.
-            vals["cpu"] = (max(1, math.ceil(cpu)), max(1, math.ceil(cpu)) + 1)
+        # SIGXCPU at the soft limit names the cause; SIGKILL a second later if it is ignored.
+        cpu = max(1, math.ceil(limits.effective_cpu_s()))
+        vals["cpu"] = (cpu, cpu + 1)
         if limits.memory_bytes is not None:
             vals["data" if self.gpu else "as"] = int(limits.memory_bytes)
         if limits.file_bytes is not None:
@@ -680,18 +680,6 @@ class Sandbox:
         reason = _reason(limits, returncode, sig, timed_out, output, cgroup)
         return RunResult(returncode=returncode, output=output, timed_out=timed_out, reason=reason,
                          seconds=seconds, signal=sig, output_truncated=buf.dropped > 0, mode=self.mode)
-
-
-def _mount_points_all() -> list[Path]:
-    out = []
-    try:
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            fields = line.split(" - ")[0].split()
-            if len(fields) >= 5:
-                out.append(Path(fields[4].replace("\\040", " ")))
-    except OSError:
-        pass
-    return out
 
 
 def _soft_hard(value: int | tuple[int, int]) -> str:

@@ -28,6 +28,8 @@ class WorkspaceLike(Protocol):
 
     def resolve(self, rel: str) -> Path: ...
 
+    def is_protected(self, path: str | os.PathLike[str]) -> bool: ...
+
 
 @dataclass(frozen=True)
 class FileLimits:
@@ -56,29 +58,16 @@ class FileLimits:
 DEFAULT_LIMITS = FileLimits()
 
 
-def _rel(ws: WorkspaceLike, path: Path) -> str:
+def _rel(root: Path, path: Path) -> str:
+    """``path`` relative to the resolved ``root`` (``.`` for the root itself), else as given."""
     try:
-        return path.relative_to(Path(ws.root).resolve()).as_posix() or "."
+        return path.relative_to(root).as_posix() or "."
     except ValueError:
         return path.as_posix()
 
 
-def is_protected(ws: Any, path: Path) -> bool:
-    """Whether ``path`` (resolved, inside the root) is a protected file the agent may read but not write."""
-    check = getattr(ws, "is_protected", None)
-    if callable(check):
-        return bool(check(path))
-    rel = _rel(ws, path)
-    return rel in {PurePosixPath(p).as_posix() for p in getattr(ws, "protected", ())}
-
-
-def _resolve(ws: WorkspaceLike, rel: str) -> Path:
-    path = Path(ws.resolve(rel))
-    return path
-
-
-def _read_text(ws: WorkspaceLike, rel: str, limits: FileLimits) -> tuple[Path, str]:
-    path = _resolve(ws, rel)
+def _read_text(path: Path, rel: str, limits: FileLimits) -> str:
+    """The UTF-8 text of the resolved ``path`` (``rel``: the agent's name for it, for messages)."""
     if not path.exists():
         raise ToolError(f"no such file: {rel} (use glob to list the workspace's files)")
     if path.is_dir():
@@ -92,7 +81,7 @@ def _read_text(ws: WorkspaceLike, rel: str, limits: FileLimits) -> tuple[Path, s
     if b"\0" in data[:8192]:
         raise ToolError(f"{rel} is a binary file; only text files can be read or edited")
     try:
-        return path, data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ToolError(f"{rel} is not UTF-8 text (binary?); only text files can be read or edited") from None
 
@@ -100,7 +89,7 @@ def _read_text(ws: WorkspaceLike, rel: str, limits: FileLimits) -> tuple[Path, s
 def read_file(ws: WorkspaceLike, path: str, start_line: int = 1, end_line: int | None = None,
               limits: FileLimits = DEFAULT_LIMITS) -> str:
     """Lines ``start_line..end_line`` of a text file, numbered, within ``limits.read_chars``."""
-    _, text = _read_text(ws, path, limits)
+    text = _read_text(ws.resolve(path), path, limits)
     lines = text.splitlines()
     total = len(lines)
     if total == 0:
@@ -130,8 +119,8 @@ def read_file(ws: WorkspaceLike, path: str, start_line: int = 1, end_line: int |
 
 
 def _check_writable(ws: WorkspaceLike, rel: str) -> Path:
-    path = _resolve(ws, rel)
-    if is_protected(ws, path):
+    path = ws.resolve(rel)
+    if ws.is_protected(path):
         raise ToolError(
             f"{rel} is a protected file (read-only infrastructure); put your code in model_new.py and "
             "kernels/ instead"
@@ -155,10 +144,10 @@ def write_file(ws: WorkspaceLike, path: str, content: str) -> str:
         if root not in folder.parents and folder != root:
             raise ToolError(f"{path} is outside the workspace")
         if folder.is_symlink():
-            raise ToolError(f"{_rel(ws, folder)} is a symbolic link; write to a real path")
+            raise ToolError(f"{_rel(root, folder)} is a symbolic link; write to a real path")
         folder.mkdir()
     if not target.parent.is_dir():
-        raise ToolError(f"cannot create {path}: {_rel(ws, target.parent)} is not a directory")
+        raise ToolError(f"cannot create {path}: {_rel(root, target.parent)} is not a directory")
     with open(target, "w", encoding="utf-8", newline="") as handle:
         handle.write(content)
     nbytes = len(content.encode("utf-8"))
@@ -197,7 +186,7 @@ def edit_file(ws: WorkspaceLike, path: str, old_string: str, new_string: str, re
               limits: FileLimits = DEFAULT_LIMITS) -> str:
     """Replace ``old_string`` (exact, unique unless ``replace_all``) with ``new_string`` in ``path``."""
     target = _check_writable(ws, path)
-    _, text = _read_text(ws, path, limits)
+    text = _read_text(target, path, limits)
     new_text, count, line = _apply_edit(text, old_string, new_string, replace_all, path)
     _write_back(target, new_text)
     plural = "s" if count > 1 else ""
@@ -208,7 +197,7 @@ def multi_edit(ws: WorkspaceLike, path: str, edits: list[dict[str, Any]],
                limits: FileLimits = DEFAULT_LIMITS) -> str:
     """Apply ``edits`` in order to ``path``, all or nothing."""
     target = _check_writable(ws, path)
-    _, text = _read_text(ws, path, limits)
+    text = _read_text(target, path, limits)
     total = 0
     for i, edit in enumerate(edits, start=1):
         text, count, _ = _apply_edit(
@@ -269,7 +258,7 @@ def _compile_regex(pattern: str) -> Any:
         raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
 
 
-def _files_under(root: Path, start: Path, limit: int) -> list[Path]:
+def _files_under(start: Path, limit: int) -> list[Path]:
     if start.is_file():
         return [start]
     files: list[Path] = []
@@ -289,7 +278,7 @@ def grep(ws: WorkspaceLike, pattern: str, path: str = ".", glob: str | None = No
     if glob is not None:
         _check_pattern(glob)
     root = Path(ws.root).resolve()
-    start = _resolve(ws, path)
+    start = ws.resolve(path)
     if not start.exists():
         raise ToolError(f"no such file or directory: {path}")
     deadline = time.monotonic() + limits.grep_seconds
@@ -297,8 +286,8 @@ def grep(ws: WorkspaceLike, pattern: str, path: str = ".", glob: str | None = No
     matched_files = 0
     total = 0
     timed_out = False
-    for file in _files_under(root, start, limits.grep_files):
-        rel = _rel(ws, file)
+    for file in _files_under(start, limits.grep_files):
+        rel = file.relative_to(root).as_posix()
         if glob is not None and not (fnmatch.fnmatch(rel, glob) or fnmatch.fnmatch(file.name, glob)):
             continue
         try:

@@ -133,16 +133,19 @@ def _join(sections: list[list[str]]) -> str:
     return "\n".join(line for section in sections for line in section)
 
 
+def _details(result: JudgeResult) -> list[list[str]]:
+    """The sections under every verdict: compiler output, error, trials and rule violations."""
+    return [_compile_section(result), _error_section(result), _trials_section(result), _violations_section(result)]
+
+
 def render_verify(result: JudgeResult) -> str:
     """Verdict, compiler errors, per-trial pass/fail with max errors, and rule violations."""
-    return _join([[_headline(result, "verify")], _compile_section(result), _error_section(result),
-                  _trials_section(result), _violations_section(result)])
+    return _join([[_headline(result, "verify")], *_details(result)])
 
 
 def render_profile(result: JudgeResult) -> str:
     """``render_verify`` plus timings, speedups and the candidate's and reference's kernel tables."""
-    return _join([[_headline(result, "profile")], _compile_section(result), _error_section(result),
-                  _trials_section(result), _violations_section(result), _timing_section(result),
+    return _join([[_headline(result, "profile")], *_details(result), _timing_section(result),
                   _kernel_table("Candidate kernels:", result.profile),
                   _kernel_table("Reference (eager PyTorch) kernels:", result.reference_profile)])
 
@@ -150,7 +153,5 @@ def render_profile(result: JudgeResult) -> str:
 def render_submit(result: JudgeResult) -> str:
     """The final judgement: verdict, details, timings and the milestone reward."""
     reward = milestone_reward(result)
-    return _join([["Submitted. " + _headline(result, "final judgement")], _compile_section(result),
-                  _error_section(result), _trials_section(result), _violations_section(result),
-                  _timing_section(result),
-                  [f"Milestone reward: {reward} ({_MILESTONES[reward]})."]])
+    return _join([["Submitted. " + _headline(result, "final judgement")], *_details(result),
+                  _timing_section(result), [f"Milestone reward: {reward} ({_MILESTONES[reward]})."]])

@@ -21,6 +21,10 @@ logger = logging.getLogger(__name__)
 _FOOTER_ROOM = 160
 """Characters kept free at the end of an observation for the exit-status line."""
 
+_RENDER: dict[str, Callable[[JudgeResult], str]] = {
+    "verify": render_verify, "profile": render_profile, "submit": render_submit}
+"""The observation text of each judge tool."""
+
 
 class JudgeBackend(Protocol):
     """What the runner needs of a judge: each method evaluates the workspace as it is now."""
@@ -83,13 +87,13 @@ class ToolRunner:
             raise ToolError(f"output_limit must be at least {2 * _FOOTER_ROOM} characters, got {output_limit}")
         self.workspace = workspace
         self.judge = judge
-        self.sandbox = sandbox
+        self.sandbox: Any = sandbox
+        """The bash (and build) sandbox; made on first use when none was given."""
         self.build_config = build_config
         self.output_limit = output_limit
         self.bash_timeout = float(bash_timeout)
         self.max_bash_timeout = float(max_bash_timeout)
         self.file_limits = file_limits
-        self._bash_sandbox: Any = sandbox
         self._built_state: tuple | None = None
         self._handlers: dict[str, Callable[[dict[str, Any]], ToolOutcome]] = {
             "bash": self._bash,
@@ -166,13 +170,13 @@ class ToolRunner:
     # --- bash ---------------------------------------------------------------------------------
 
     def _default_sandbox(self) -> Any:
-        if self._bash_sandbox is None:
+        if self.sandbox is None:
             from cuda_gym.sandbox import Sandbox
 
             root = Path(self.workspace.root)
             readonly = [p for p in (root / rel for rel in _protected_paths(self.workspace)) if p.exists()]
-            self._bash_sandbox = Sandbox(writable=[root], readonly=readonly)
-        return self._bash_sandbox
+            self.sandbox = Sandbox(writable=[root], readonly=readonly)
+        return self.sandbox
 
     def _bash(self, a: dict[str, Any]) -> ToolOutcome:
         from cuda_gym.sandbox import Limits
@@ -232,14 +236,12 @@ class ToolRunner:
                 # No device time for a workspace that does not build; the judge would say the same.
                 result = JudgeResult(task_id=_task_id(self.workspace), mode=mode, device="",  # type: ignore[arg-type]
                                      compiled=False, compile_log=(build.log or "").strip())
-                render = render_verify if mode == "verify" else render_profile
-                return ToolOutcome(render(result), {**result.to_info(), "tool_ok": True},
+                return ToolOutcome(_RENDER[mode](result), {**result.to_info(), "tool_ok": True},
                                    judge_result=result)
         result = getattr(self.judge, mode)(self.workspace)
         if not isinstance(result, JudgeResult):
             raise ToolError(f"the judge's {mode}() returned {type(result).__name__}, not a JudgeResult")
-        render = {"verify": render_verify, "profile": render_profile, "submit": render_submit}[mode]
-        return ToolOutcome(render(result), {**result.to_info(), "tool_ok": True},
+        return ToolOutcome(_RENDER[mode](result), {**result.to_info(), "tool_ok": True},
                            submitted=mode == "submit", judge_result=result)
 
 
