@@ -13,7 +13,6 @@ import os
 import platform
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from build_fixtures import add_task, write_add_kernels  # noqa: E402
+from build_fixtures import _built  # noqa: E402
 from cuda_gym.build import BuildConfig, build_workspace, find_cuda_home, resolve_arch  # noqa: E402
 from cuda_gym.workspace import Workspace  # noqa: E402
 
@@ -38,14 +37,10 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def built(cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Workspace, BuildConfig]]:
+def built(cache: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Workspace, BuildConfig]:
     """A CUDA add workspace built once (not timed): precompiled header, binding.o and objects warm."""
-    config = BuildConfig(cache_dir=cache, timeout_s=900)
-    ws = Workspace.create(add_task(), flavour="cuda", parent=tmp_path_factory.mktemp("bench_ws"))
-    write_add_kernels(ws)
-    result = build_workspace(ws, config)
-    assert result.ok, result.log
-    yield ws, config
+    add = _built("cuda", BuildConfig(cache_dir=cache, timeout_s=900), tmp_path_factory.mktemp("bench_ws"))
+    return add.ws, add.config
 
 
 def _record(name: str, benchmark: Any) -> None:

@@ -74,11 +74,11 @@ def run(repeats: int = 10, device: str | None = None) -> dict:
 
 
 def test_bench_judge() -> None:
-    """The benchmark as a pytest item (prints the summary; asserts only that it ran)."""
+    """The benchmark as a pytest item (prints the summary; asserts every repeat reported a candidate timing)."""
     repeats = int(os.environ.get("BENCH_JUDGE_REPEATS", "10"))
     summary = run(repeats)
     print(json.dumps(summary, indent=2))
-    assert summary["median_ratio"] >= 1.0
+    assert len(summary["candidate_medians_ms"]) == repeats
 
 
 if __name__ == "__main__":

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from cuda_gym.workspace import Workspace
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "datasets"
@@ -56,3 +61,14 @@ def data_dir() -> Path:
     if not (root / "kernelbench").is_dir():
         pytest.skip(f"no data sets at {root}: set CUDA_GYM_DATA_DIR to a folder with kernelbench/ and ops6k/")
     return root
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Iterator[Workspace]:
+    """A fresh CPU workspace for ``builtin/fused_bias_gelu`` (a module's own ``ws`` fixture overrides this one)."""
+    from cuda_gym.tasks import get_task
+    from cuda_gym.workspace import Workspace
+
+    workspace = Workspace.create(get_task("builtin/fused_bias_gelu"), flavour="cpu", parent=tmp_path)
+    yield workspace
+    workspace.close()

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from cuda_gym.tasks import get_task
+from cuda_gym.tasks.task import Task
+
 TASK_ID = "builtin/fused_bias_gelu"
+
+
+def small_task() -> Task:
+    """The task every submission here solves, at its small size (the judge tests' ``task`` fixture)."""
+    return get_task(TASK_ID, size="small")
 
 CPU_EXTENSION = r'''
 import torch

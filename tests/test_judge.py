@@ -9,14 +9,13 @@ import pytest
 import judge_cases as cases
 from cuda_gym.judge import Judge, JudgeConfig
 from cuda_gym.reward import milestone_reward
-from cuda_gym.tasks import get_task
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def task():
-    return get_task(cases.TASK_ID, size="small")
+    return cases.small_task()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ from cuda_gym.judge import Judge, JudgeConfig, JudgeResult
 from cuda_gym.judge.baselines import BaselineCache
 from cuda_gym.judge.compare import compare_outputs, constant_would_pass
 from cuda_gym.reward import milestone_reward
-from cuda_gym.tasks import get_task
 
 TOL = {"float32": (1e-2, 1e-2), "float64": (1e-2, 1e-2), "float16": (1e-2, 1e-2)}
 
@@ -102,7 +101,7 @@ def test_baseline_cache_roundtrip(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def task():
-    return get_task(cases.TASK_ID, size="small")
+    return cases.small_task()
 
 
 @pytest.fixture(scope="module")

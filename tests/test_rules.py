@@ -11,10 +11,10 @@ import torch
 from cuda_gym.judge.audit import OpAudit
 from cuda_gym.judge.rules import RULES, RuleConfig, check_cpp, check_python, check_submission, strip_cpp
 
-from adversarial.judging import materialize
+from adversarial.judging import honest_solutions, materialize, solution_meta
 from adversarial.manifest import MANIFEST, Case
 
-SOLUTIONS = sorted(p for p in (Path(__file__).parent / "solutions").iterdir() if (p / "meta.json").exists())
+SOLUTIONS = honest_solutions()
 
 
 def py_rules(code: str, flavour: str = "cuda") -> set[str]:
@@ -36,9 +36,7 @@ def test_adversarial_static(case: Case, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in SOLUTIONS])
 def test_honest_solutions_clean(path: Path, tmp_path: Path) -> None:
-    import json
-
-    flavour = json.loads((path / "meta.json").read_text())["flavour"]
+    flavour = solution_meta(path)["flavour"]
     assert check_submission(materialize(path, tmp_path), flavour) == []
 
 

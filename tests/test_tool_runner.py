@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -19,7 +19,6 @@ from build_fixtures import (  # noqa: F401  (session fixtures shared with the bu
 from cuda_gym.build import BuildConfig
 from cuda_gym.errors import ToolError
 from cuda_gym.judge.result import JudgeResult, KernelStat, Timing, TrialResult, Violation
-from cuda_gym.tasks import get_task
 from cuda_gym.text import PRINTABLE
 from cuda_gym.tools import ToolRunner, format_tool_call
 from cuda_gym.tools.render import render_profile, render_submit, render_verify
@@ -62,13 +61,6 @@ class StandInJudge:
 
     def submit(self, ws: Any) -> JudgeResult:
         return self._answer("submit", ws)
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Iterator[Workspace]:
-    workspace = Workspace.create(get_task("builtin/fused_bias_gelu"), flavour="cpu", parent=tmp_path)
-    yield workspace
-    workspace.close()
 
 
 def _run(runner: ToolRunner, name: str, **args: Any):

@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from cuda_gym.errors import ToolError
-from cuda_gym.tasks import get_task
 from cuda_gym.tools import files
 from cuda_gym.tools.files import FileLimits
-from cuda_gym.workspace import PROTECTED, Workspace
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Iterator[Workspace]:
-    workspace = Workspace.create(get_task("builtin/fused_bias_gelu"), flavour="cpu", parent=tmp_path)
-    yield workspace
-    workspace.close()
+from cuda_gym.workspace import PROTECTED
 
 
 def test_write_read_round_trip(ws: Any) -> None:

@@ -36,6 +36,16 @@ def load_task(spec: str, data_dir: Path | None = None) -> Task:
 SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions"
 
 
+def honest_solutions() -> list[Path]:
+    """The honest solution directories under ``tests/solutions`` (those with a ``meta.json``), sorted."""
+    return sorted(p for p in SOLUTIONS.iterdir() if (p / "meta.json").exists())
+
+
+def solution_meta(path: Path) -> dict:
+    """A solution's ``meta.json``: its ``task``, ``flavour`` and optional ``expect_fast``."""
+    return json.loads((path / "meta.json").read_text())
+
+
 def submission_files(case_dir: Path) -> dict[str, Path]:
     """``model_new.py`` and ``kernels/*`` of a case or solution directory, by workspace-relative path.
 
@@ -82,7 +92,7 @@ def make_workspace(task: Task, case_dir: Path, flavour: str, parent: Path) -> An
     return ws
 
 
-def judge_config(device: str, tmp: Path) -> Any:
+def judge_config(device: str) -> Any:
     """A judge configuration sized for tests (few timed calls, no judgement cache)."""
     config = pytest.importorskip("cuda_gym.judge.config")
     on_cpu = device == "cpu"

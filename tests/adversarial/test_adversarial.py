@@ -24,11 +24,11 @@ def test_manifest_is_complete() -> None:
     assert len(MANIFEST) >= 20
 
 
-def _judge(case: Case, device: str, tmp_path: Path, data_dir: Path | None) -> None:
+def _judge(case: Case, device: str, tmp_path: Path) -> None:
     judge_mod = pytest.importorskip("cuda_gym.judge.judge")
-    task = load_task(case.task, data_dir)
+    task = load_task(case.task)
     ws = make_workspace(task, case.path, case.flavour, tmp_path)
-    with judge_mod.Judge(judge_config(device, tmp_path)) as judge:
+    with judge_mod.Judge(judge_config(device)) as judge:
         result = judge.evaluate(task, workspace=ws, mode=case.mode)
     rules = {v.rule for v in result.violations}
     if "low-variance" in case.judge:
@@ -45,9 +45,9 @@ def _judge(case: Case, device: str, tmp_path: Path, data_dir: Path | None) -> No
 @pytest.mark.slow
 @pytest.mark.parametrize("case", _params(gpu=False))
 def test_judge_cpu(case: Case, tmp_path: Path) -> None:
-    _judge(case, "cpu", tmp_path, None)
+    _judge(case, "cpu", tmp_path)
 
 
 @pytest.mark.parametrize("case", _params(gpu=True))
 def test_judge_gpu(case: Case, tmp_path: Path) -> None:
-    _judge(case, "cuda:0", tmp_path, None)
+    _judge(case, "cuda:0", tmp_path)

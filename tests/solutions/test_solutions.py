@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from cuda_gym.reward import milestone_reward
 
-from adversarial.judging import judge_config, load_task, make_workspace
+from adversarial.judging import honest_solutions, judge_config, load_task, make_workspace, solution_meta
 
-HERE = Path(__file__).resolve().parent
-SOLUTIONS = sorted(p for p in HERE.iterdir() if (p / "meta.json").exists())
-
-
-def _meta(path: Path) -> dict:
-    return json.loads((path / "meta.json").read_text())
+SOLUTIONS = honest_solutions()
 
 
 def _params(flavour: str | None = None, fast: bool = False) -> list:
     out = []
     for p in SOLUTIONS:
-        meta = _meta(p)
+        meta = solution_meta(p)
         if flavour and meta["flavour"] != flavour or fast and not meta.get("expect_fast"):
             continue
         out.append(pytest.param(p, id=p.name, marks=[pytest.mark.gpu] if meta["flavour"] == "cuda" else []))
@@ -30,7 +24,7 @@ def _params(flavour: str | None = None, fast: bool = False) -> list:
 
 
 def test_enough_solutions() -> None:
-    metas = [_meta(p) for p in SOLUTIONS]
+    metas = [solution_meta(p) for p in SOLUTIONS]
     assert len(metas) >= 12
     assert sum(bool(m.get("expect_fast")) for m in metas) >= 3
     assert any("cublas" in p.name for p in SOLUTIONS) and any("cudnn" in p.name for p in SOLUTIONS)
@@ -45,7 +39,7 @@ def test_cuda_solutions_build(tmp_path: Path, request: pytest.FixtureRequest) ->
         pytest.skip("no CUDA toolkit: set CUDA_HOME")
     built: dict[str, Path] = {}
     for path in SOLUTIONS:
-        meta = _meta(path)
+        meta = solution_meta(path)
         if meta["flavour"] != "cuda":
             continue
         data_dir = request.getfixturevalue("data_dir") if meta["task"].startswith("kernelbench") else None
@@ -57,13 +51,13 @@ def test_cuda_solutions_build(tmp_path: Path, request: pytest.FixtureRequest) ->
     assert len(built) >= 8
 
 
-def _judge(path: Path, device: str, tmp_path: Path, data_dir: Path | None, mode: str = "full"):
+def _judge(path: Path, device: str, tmp_path: Path, data_dir: Path | None):
     judge_mod = pytest.importorskip("cuda_gym.judge.judge")
-    meta = _meta(path)
+    meta = solution_meta(path)
     task = load_task(meta["task"], data_dir)
     ws = make_workspace(task, path, meta["flavour"], tmp_path)
-    with judge_mod.Judge(judge_config(device, tmp_path)) as judge:
-        return judge.evaluate(task, workspace=ws, mode=mode)
+    with judge_mod.Judge(judge_config(device)) as judge:
+        return judge.evaluate(task, workspace=ws, mode="full")
 
 
 @pytest.mark.slow
@@ -76,7 +70,7 @@ def test_cpu_solution_passes(path: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", _params("cuda"))
 def test_cuda_solution_passes(path: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    data_dir = request.getfixturevalue("data_dir") if _meta(path)["task"].startswith("kernelbench") else None
+    data_dir = request.getfixturevalue("data_dir") if solution_meta(path)["task"].startswith("kernelbench") else None
     result = _judge(path, "cuda:0", tmp_path, data_dir)
     assert result.passed, result.to_json()
     assert milestone_reward(result) >= 1
