@@ -450,6 +450,9 @@ class Sandbox:
         if self.network:
             args.append("--share-net")
         args += _bwrap_base_args()
+        # An empty /tmp first: binds below it (the package itself when it lives under /tmp, as in a
+        # CI clone there) must land on top of it, not be hidden by it.
+        args += ["--tmpfs", "/tmp"]
         for name in ETC_FILES:
             p = Path("/etc") / name
             if p.exists():
@@ -468,7 +471,6 @@ class Sandbox:
                 args += ["--ro-bind", "/sys", "/sys"]
             for name in self._gpu_devices():
                 args += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
-        args += ["--tmpfs", "/tmp"]
         for p in self.writable:
             args += ["--bind", str(p), str(p)]
         for p in self.readonly:

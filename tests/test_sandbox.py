@@ -108,6 +108,25 @@ def test_python_torch_and_cuda_gym_importable(iso_mode: str, box: Path) -> None:
     assert "2.0 cuda_gym" in res.output
 
 
+def test_runtime_paths_under_tmp_stay_visible(iso_mode: str, box: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The package may live under /tmp (a CI clone there): bwrap's empty /tmp must not hide it."""
+    import shutil
+    import tempfile
+
+    from cuda_gym import sandbox as sandbox_module
+
+    lib = Path(tempfile.mkdtemp(dir="/tmp", prefix="cuda_gym_runtime_"))
+    (lib / "marker.txt").write_text("visible\n")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(lib))  # one of the runtime paths the sandbox binds
+    sandbox_module._runtime_paths.cache_clear()
+    try:
+        res = Sandbox([box], mode=iso_mode).run(["cat", str(lib / "marker.txt")], cwd=box, limits=Limits(wall_s=30))
+    finally:
+        sandbox_module._runtime_paths.cache_clear()
+        shutil.rmtree(lib)
+    assert res.ok and res.output.strip() == "visible", res.output
+
+
 # --------------------------------------------------------------------------- network
 
 
