@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from pathlib import Path
 
 DATA_ENV = "CUDA_GYM_DATA_DIR"
@@ -29,3 +31,21 @@ def data_roots(explicit: str | os.PathLike[str] | None = None) -> list[Path]:
         roots.append(Path(os.environ[DATA_ENV]).expanduser())
     roots.append(cache_dir() / "data")
     return roots
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``.
+
+    Readers see the old file or the new one, never a partial write. The temporary name
+    (``.<name>.<pid>.<thread>.tmp``) is unique per writer, so concurrent writers of the same path
+    (processes or threads) never share one; the last ``os.replace`` wins.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise

@@ -5,11 +5,12 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
-import os
 import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+
+from cuda_gym.paths import write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +48,7 @@ class BaselineCache:
     def put(self, path: Path, data: dict[str, Any]) -> None:
         """Store ``data`` at ``path`` atomically."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True))
 
     @contextmanager
     def lock(self, path: Path) -> Iterator[None]:

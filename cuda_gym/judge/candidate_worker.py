@@ -11,7 +11,6 @@ trusted beyond the tensors the reference worker compares; the orchestrator sanit
 
 from __future__ import annotations
 
-import importlib.machinery
 import importlib.util
 import json
 import os
@@ -20,11 +19,12 @@ import time
 import traceback
 import types
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from cuda_gym.judge import harness
+from cuda_gym.judge.audit import OpAudit
 
 _EXIT_OK, _EXIT_CANDIDATE_ERROR, _EXIT_BAD_JOB = 0, 1, 2
 
@@ -126,19 +126,9 @@ def _load_single_file(path: Path) -> types.ModuleType:
 
 
 def _load_workspace(root: Path, module_path: Path) -> types.ModuleType:
-    try:
-        from cuda_gym.build import load_extension
+    from cuda_gym.build import load_extension
 
-        ext = load_extension(module_path)
-    except ImportError as exc:
-        if "cuda_gym.build" not in str(exc) and "load_extension" not in str(exc):
-            raise
-        loader = importlib.machinery.ExtensionFileLoader("cuda_extension", str(module_path))
-        spec = importlib.util.spec_from_file_location("cuda_extension", module_path, loader=loader)
-        assert spec is not None
-        ext = importlib.util.module_from_spec(spec)
-        loader.exec_module(ext)
-    sys.modules["cuda_extension"] = ext
+    sys.modules["cuda_extension"] = load_extension(module_path)
     sys.path.insert(0, str(root))
     spec = importlib.util.spec_from_file_location("model_new", root / "model_new.py")
     if spec is None or spec.loader is None:
@@ -159,14 +149,6 @@ def _bitwise_equal(a: Any, b: Any) -> bool:
     return True
 
 
-def _audit() -> Callable[[], Any] | None:
-    try:
-        from cuda_gym.judge.audit import OpAudit
-    except ImportError:
-        return None
-    return OpAudit
-
-
 def run(r: Run) -> None:
     """Every stage of one candidate run; raises on a candidate failure (``r.result`` keeps the stage)."""
     job_dir, spec, device = r.job, r.spec, r.device
@@ -180,7 +162,7 @@ def run(r: Run) -> None:
     init_inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in init_inputs]
     state = torch.load(job_dir / "state_dict.pt", map_location=device, weights_only=True)
     poison = harness.MemoryPoison(device, spec["output_bytes"], spec["integer_output"])
-    OpAudit = _audit()
+    audit_cls = OpAudit  # bound before candidate code loads: rebinding the module global cannot swap it
     r.base_threads = harness.thread_counts()
 
     r.stage("import")
@@ -215,13 +197,10 @@ def run(r: Run) -> None:
             clones = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
             poison.arm()
             try:
-                if OpAudit is not None:
-                    with OpAudit() as audit:
-                        out = model(*inputs)
-                    for v in audit.violations():
-                        r.violate(v.rule, v.message)
-                else:
+                with audit_cls() as audit:
                     out = model(*inputs)
+                for v in audit.violations():
+                    r.violate(v.rule, v.message)
                 harness.synchronize(device)
             finally:
                 poison.disarm()

@@ -8,7 +8,8 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from cuda_gym.judge.harness import iter_leaves
+from cuda_gym.judge.config import DEFAULT_TOLERANCE
+from cuda_gym.judge.harness import dtype_name, iter_leaves
 
 Tolerances = Mapping[str, tuple[float, float]]
 
@@ -24,10 +25,6 @@ class Comparison:
 
 
 _SCALARS = (bool, int, float, complex, str, type(None))
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def compare_outputs(ref: Any, cand: Any, tolerances: Tolerances) -> Comparison:
@@ -89,7 +86,7 @@ def _compare_leaf(r: Any, c: Any, path: str, tolerances: Tolerances) -> Comparis
 
 def _compare_tensor(r: torch.Tensor, c: torch.Tensor, path: str, tolerances: Tolerances) -> Comparison:
     if c.dtype != r.dtype:
-        return Comparison(False, math.inf, math.inf, f"{path}: expected dtype {_dtype_name(r.dtype)}, got {_dtype_name(c.dtype)}")
+        return Comparison(False, math.inf, math.inf, f"{path}: expected dtype {dtype_name(r.dtype)}, got {dtype_name(c.dtype)}")
     if c.shape != r.shape:
         return Comparison(False, math.inf, math.inf, f"{path}: expected shape {tuple(r.shape)}, got {tuple(c.shape)}")
     if c.device != r.device:
@@ -103,7 +100,7 @@ def _compare_tensor(r: torch.Tensor, c: torch.Tensor, path: str, tolerances: Tol
         n_bad = int((diff != 0).sum())
         err = float(diff.max())
         return Comparison(False, err, math.inf, f"{path}: {n_bad} of {r.numel()} integer elements differ (exact match required)")
-    atol, rtol = tolerances.get(_dtype_name(r.dtype), (1e-2, 1e-2))
+    atol, rtol = tolerances.get(dtype_name(r.dtype), (DEFAULT_TOLERANCE, DEFAULT_TOLERANCE))
     if r.is_complex():
         r, c = torch.view_as_real(r), torch.view_as_real(c)
     wide = torch.float64 if r.dtype == torch.float64 else torch.float32
@@ -151,7 +148,7 @@ def constant_would_pass(refs: Sequence[Any], tolerances: Tolerances) -> str:
     for i, (path, first) in enumerate(leaves[0]):
         if not isinstance(first, torch.Tensor) or not first.is_floating_point() or first.numel() == 0:
             continue
-        atol, rtol = tolerances.get(_dtype_name(first.dtype), (1e-2, 1e-2))
+        atol, rtol = tolerances.get(dtype_name(first.dtype), (DEFAULT_TOLERANCE, DEFAULT_TOLERANCE))
         values = [leaf[i][1].to(torch.float64) for leaf in leaves]
         if not all(bool(torch.isfinite(v).all()) for v in values):
             continue

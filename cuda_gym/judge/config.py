@@ -13,6 +13,10 @@ from cuda_gym.errors import JudgeError
 DEFAULT_TOLERANCE = 1e-2
 """atol = rtol for every float dtype unless configured (the CUDA Agent paper's setting)."""
 
+SAMPLE_THRESHOLD_BYTES = 64 * 2**20
+"""Default of ``JudgeConfig.sample_threshold_bytes``: output tensors larger than this are compared on a
+random sample of elements (see ``cuda_gym.judge.harness.sample_large``)."""
+
 PEAKS: dict[str, dict[str, float]] = {
     # Dense peaks used by the speed-of-light floor. Tensor-core peaks are used for every float dtype so
     # that the floor stays a lower bound even for candidates that legitimately use TF32/bf16 GEMMs.
@@ -54,7 +58,7 @@ class JudgeConfig:
     checked_timed_calls: int = 3
     """How many timed calls, chosen at random and kept secret, have their outputs checked too."""
 
-    sample_threshold_bytes: int = 64 * 2**20
+    sample_threshold_bytes: int = SAMPLE_THRESHOLD_BYTES
     """Output tensors larger than this are compared on a secret random sample of about 4 million
     elements instead of whole (KernelBench level-1 outputs reach 6 GiB; whole copies fill the disk)."""
 

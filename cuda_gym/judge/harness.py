@@ -9,12 +9,11 @@ from __future__ import annotations
 import ctypes
 import json
 import logging
-import math
 import os
 import platform
 import random
+import re
 import socket
-import statistics
 import threading
 import time
 import types
@@ -23,6 +22,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
+
+from cuda_gym.judge.config import SAMPLE_THRESHOLD_BYTES
+from cuda_gym.judge.result import timing_stats
+from cuda_gym.paths import write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -201,17 +204,7 @@ def run_timing(
 
 def summarize(times: Sequence[CallTime]) -> dict[str, float | int]:
     """Median, min, max, IQR of the event times and the host median, as ``Timing`` fields."""
-    ev = sorted(t.event_ms for t in times)
-    host = [t.host_ms for t in times]
-    q = statistics.quantiles(ev, n=4, method="inclusive") if len(ev) >= 2 else [ev[0], ev[0], ev[0]]
-    return {
-        "median_ms": statistics.median(ev),
-        "min_ms": ev[0],
-        "max_ms": ev[-1],
-        "iqr_ms": q[2] - q[0],
-        "trials": len(ev),
-        "host_median_ms": statistics.median(host),
-    }
+    return timing_stats((t.event_ms, t.host_ms) for t in times)
 
 
 class MemoryPoison:
@@ -284,8 +277,6 @@ def iter_leaves(obj: Any, path: str = "out") -> Iterator[tuple[str, Any]]:
         yield path, obj
 
 
-SAMPLE_THRESHOLD_BYTES = 64 * 2**20
-"""Tensors larger than this are compared on a random sample of elements (see ``sample_large``)."""
 SAMPLE_ELEMENTS = 1 << 22
 """How many elements of a large tensor are compared: about 4 million, chosen by a secret seed."""
 SAMPLED_KEY = "__cuda_gym_sampled_shape__"
@@ -334,14 +325,19 @@ def input_bytes(inputs: Sequence[Any]) -> int:
     return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """A dtype's name without the ``torch.`` prefix (``float32``): the key of tolerances and caches."""
+    return str(dtype).replace("torch.", "")
+
+
 def input_dtype(inputs: Sequence[Any]) -> str:
     """The dtype name of the first floating-point input (``none`` when there is none)."""
     for x in inputs:
         if isinstance(x, torch.Tensor) and x.is_floating_point():
-            return str(x.dtype).replace("torch.", "")
+            return dtype_name(x.dtype)
     for x in inputs:
         if isinstance(x, torch.Tensor):
-            return str(x.dtype).replace("torch.", "")
+            return dtype_name(x.dtype)
     return "none"
 
 
@@ -425,20 +421,30 @@ def fingerprint(device: str) -> dict[str, str]:
         facts["capability"] = f"{props.major}.{props.minor}"
         facts["gpu_memory_gib"] = f"{props.total_memory / 2**30:.1f}"
         try:
-            facts["driver"] = Path("/proc/driver/nvidia/version").read_text().split("Kernel Module")[1].split()[0]
-        except (OSError, IndexError):
+            facts["driver"] = driver_version(Path("/proc/driver/nvidia/version").read_text())
+        except OSError:
             facts["driver"] = "unknown"
     return facts
 
 
+_DRIVER_VERSION = re.compile(r"(?<![\w.])(\d+\.\d+(?:\.\d+)?)(?![\w.])")
+
+
+def driver_version(text: str) -> str:
+    """The NVIDIA driver version (``580.159.04``) from the text of ``/proc/driver/nvidia/version``.
+
+    The ``NVRM version`` line reads ``... x86_64 Kernel Module  535.104.05  <date>`` for the proprietary
+    module and ``... Open Kernel Module for x86_64  580.159.04  Release Build ...`` for the open one:
+    the version is the first dotted number after ``Kernel Module``. ``unknown`` when there is none.
+    """
+    for line in text.splitlines():
+        if "Kernel Module" in line:
+            match = _DRIVER_VERSION.search(line.split("Kernel Module", 1)[1])
+            if match:
+                return match.group(1)
+    return "unknown"
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` through a temporary name and ``os.replace``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, default=_json_default))
-    os.replace(tmp, path)
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return str(obj)
+    """Write JSON to ``path`` atomically (``cuda_gym.paths.write_text_atomic``); unknown types as ``str``."""
+    write_text_atomic(path, json.dumps(data, default=str))

@@ -16,7 +16,6 @@ import math
 import os
 import secrets
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -29,7 +28,9 @@ from cuda_gym.judge.baselines import BaselineCache
 from cuda_gym.judge.config import JudgeConfig
 from cuda_gym.judge.pool import ReferenceWorker, package_env
 from cuda_gym.judge.result import JudgeResult, KernelStat, Mode, Timing, TrialResult, Violation
-from cuda_gym.paths import cache_dir
+from cuda_gym.judge.rules import check_submission
+from cuda_gym.paths import cache_dir, write_text_atomic
+from cuda_gym.sandbox import Limits, RunResult, Sandbox
 from cuda_gym.tasks.task import Task
 from cuda_gym.text import clean_output
 
@@ -54,15 +55,6 @@ class _Sub:
     solution_path: Path | None = None
 
 
-@dataclass
-class _CandidateRun:
-    returncode: int
-    output: str
-    timed_out: bool
-    reason: str
-    seconds: float
-
-
 class Judge:
     """Trusted verification and timing of submissions for one device.
 
@@ -80,7 +72,6 @@ class Judge:
         self.baseline_cache = BaselineCache(self.cache_root / "baselines")
         self._lock = threading.RLock()
         self._ref = ReferenceWorker(self.config.device, self.cache_root / "judge" / "logs", self.config.reference_timeout_s)
-        self._facts: dict[str, dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ public API
 
@@ -125,9 +116,9 @@ class Judge:
                 if cached is not None:
                     return cached
                 result = JudgeResult(task_id=task.id, mode=mode, device=self.config.device)
-                self._run(task, sub, mode, result, job_dir)
+                run = self._run(task, sub, mode, result, job_dir)
                 result.seconds = time.perf_counter() - start
-                self._store_judgement(key, result)
+                self._store_judgement(key, result, cacheable=run is None or not _killed(run))
                 return result
             finally:
                 if not self.config.keep_jobs:
@@ -143,9 +134,7 @@ class Judge:
         """Whether both baselines of ``task`` are in the cache for this device (prepares the reference)."""
         with self._lock:
             facts = self._prepare(task, None)
-            entry = self.baseline_cache.get(self._baseline_path(task, facts))
-            return entry is not None and (entry.get("compile") is not None or entry.get("compile_error")
-                                          or not self.config.compile_baseline)
+            return self._baseline_complete(self.baseline_cache.get(self._baseline_path(task, facts)))
 
     def close(self) -> None:
         """Stop the reference worker."""
@@ -192,7 +181,8 @@ class Judge:
         root = Path(workspace.root)
         return _Sub("workspace", root, getattr(workspace, "flavour", flavour), _tree_hash(root), workspace=workspace)
 
-    def _run(self, task: Task, sub: _Sub, mode: Mode, result: JudgeResult, job_dir: Path) -> None:
+    def _run(self, task: Task, sub: _Sub, mode: Mode, result: JudgeResult, job_dir: Path) -> RunResult | None:
+        """Fill ``result``; return the candidate's run (``None`` when the build failed before it)."""
         cfg = self.config
         result.violations.extend(self._static_checks(sub))
         module_path: Path | None = None
@@ -202,13 +192,13 @@ class Judge:
                 result.violations.append(Violation("infra-tamper", f"protected file {rel} was changed or removed; infrastructure files and model.py are read-only", file=str(rel)))
             module_path = self._build(sub, result)
             if module_path is None:
-                return
+                return None
         facts = self._prepare(task, job_dir)
         result.fingerprint = dict(self._ref.fingerprint)
-        result.fingerprint["sandbox"] = _sandbox_mode()
         spec = self._spec(task, sub, mode, facts, module_path)
         run = self._run_candidate(sub, spec, job_dir, mode)
-        report = self._read_report(job_dir, run, spec)
+        result.fingerprint["sandbox"] = run.mode
+        report = self._read_report(job_dir, run)
         for v in report.get("violations") or []:
             if isinstance(v, dict) and isinstance(v.get("rule"), str):
                 result.violations.append(Violation(v["rule"][:40], str(v.get("message", ""))[:500]))
@@ -217,13 +207,13 @@ class Judge:
         if sub.kind == "single" and stage == "import" and error:
             result.compiled = False
             result.compile_log = clean_output(error, cfg.output_limit)
-            return
+            return run
         result.compiled = True
         if error:
             result.error = clean_output(error, cfg.output_limit)
         self._check_outputs(task, report, spec, facts, result, job_dir)
         if error or mode == "verify":
-            return
+            return run
         self._timings(task, report, spec, facts, run, result)
         if mode == "profile":
             result.profile = [_kernel(k) for k in report.get("profile") or [] if isinstance(k, dict)][:15]
@@ -233,13 +223,9 @@ class Judge:
                     result.reference_profile = [_kernel(k) for k in answer.get("profile", [])]
                 except JudgeError as exc:
                     log.warning("reference profile failed: %s", exc)
+        return run
 
     def _static_checks(self, sub: _Sub) -> list[Violation]:
-        try:
-            from cuda_gym.judge.rules import check_submission
-        except ImportError:  # pragma: no cover - rules are part of the package
-            log.warning("cuda_gym.judge.rules is missing: static checks skipped")
-            return []
         try:
             return list(check_submission(sub.static_path, sub.flavour))
         except Exception as exc:  # noqa: BLE001 - a checker crash must not pass a submission silently
@@ -259,13 +245,20 @@ class Judge:
     def _prepare(self, task: Task, job_dir: Path | None) -> dict[str, Any]:
         req = {"op": "prepare", "code": task.code, "code_hash": task.code_hash, "init_seed": self.config.init_seed,
                "job_dir": str(job_dir) if job_dir else None}
+        return self._ask(task, req)["facts"]
+
+    def _ask(self, task: Task, req: dict[str, Any]) -> dict[str, Any]:
+        """Send ``req`` to the reference worker and return its answer; after a failure, retry once.
+
+        A fault restarts the worker, which then holds no task: for every op but ``prepare`` itself,
+        ``task`` is prepared again before the retry.
+        """
         try:
-            answer = self._ref.request(req)
+            return self._ref.request(req)
         except JudgeError:
-            answer = self._ref.request(req)  # one retry on a fresh worker
-        facts = answer["facts"]
-        self._facts[task.code_hash] = facts
-        return facts
+            if req["op"] != "prepare":
+                self._prepare(task, None)
+            return self._ref.request(req)
 
     def _spec(self, task: Task, sub: _Sub, mode: Mode, facts: dict[str, Any], module_path: Path | None) -> dict[str, Any]:
         cfg = self.config
@@ -300,7 +293,7 @@ class Judge:
         timeout = cfg.timeout_s + (cfg.timing_budget_s if mode != "verify" else 0.0)
         return timeout + (cfg.single_file_build_s if sub.kind == "single" else 0.0)
 
-    def _run_candidate(self, sub: _Sub, spec: dict[str, Any], job_dir: Path, mode: Mode) -> _CandidateRun:
+    def _run_candidate(self, sub: _Sub, spec: dict[str, Any], job_dir: Path, mode: Mode) -> RunResult:
         cfg = self.config
         (job_dir / "spec.json").write_text(json.dumps(spec))
         os.chmod(job_dir, 0o777)
@@ -315,12 +308,13 @@ class Judge:
         if sub.kind == "workspace":
             readonly.append(Path(spec["workspace_root"]))
             readonly.append(Path(spec["module_path"]).parent)
-        timeout = self._candidate_timeout(sub, mode)
         writable = [job_dir] + ([ext_dir] if sub.kind == "single" else [])
-        return _sandboxed(cmd, job_dir, writable, readonly, cfg.is_cuda, timeout, env, cfg.memory_bytes,
-                          max(4 * 2**30, 4 * int(spec["output_bytes"])))
+        limits = Limits(wall_s=self._candidate_timeout(sub, mode), memory_bytes=cfg.memory_bytes,
+                        file_bytes=max(4 * 2**30, 4 * int(spec["output_bytes"])), processes=4096)
+        # cuda_gym.sandbox is the only way candidate code is started.
+        return Sandbox(writable=writable, readonly=readonly, gpu=cfg.is_cuda).run(cmd, cwd=job_dir, env=env, limits=limits)
 
-    def _read_report(self, job_dir: Path, run: _CandidateRun, spec: dict[str, Any]) -> dict[str, Any]:
+    def _read_report(self, job_dir: Path, run: RunResult) -> dict[str, Any]:
         limit = self.config.output_limit
         path = job_dir / "result.json"
         report: dict[str, Any] = {}
@@ -331,19 +325,20 @@ class Judge:
                     report = loaded
             except ValueError:
                 report = {}
+        output = clean_output(run.output, limit // 2)
+        reason = run.reason or f"exit code {run.returncode}"
         if run.timed_out:
             stage = report.get("stage") if report and not report.get("ok") else _read_stage(job_dir)
             where = f" (it was in the {stage} stage)" if isinstance(stage, str) and stage else ""
-            report = {"ok": False, "stage": "timeout", "error": f"the submission was killed: {run.reason or 'wall-time limit reached'}{where}; a kernel or loop never finished. Output:\n{clean_output(run.output, limit // 2)}",
+            report = {"ok": False, "stage": "timeout", "error": f"the submission was killed: {run.reason or 'wall-time limit reached'}{where}; a kernel or loop never finished. Output:\n{output}",
                       "violations": report.get("violations") or []}
         elif not report:
-            reason = run.reason or f"exit code {run.returncode}"
-            report = {"ok": False, "stage": "crash", "error": f"the submission's process died without a report ({reason}): it crashed (e.g. a segfault, abort or os._exit). Output:\n{clean_output(run.output, limit // 2)}"}
+            report = {"ok": False, "stage": "crash", "error": f"the submission's process died without a report ({reason}): it crashed (e.g. a segfault, abort or os._exit). Output:\n{output}"}
         elif not report.get("ok") and not report.get("error"):
-            report["error"] = f"the submission's process failed ({run.reason or f'exit code {run.returncode}'}). Output:\n{clean_output(run.output, limit // 2)}"
+            report["error"] = f"the submission's process failed ({reason}). Output:\n{output}"
         elif report.get("ok") and (run.returncode != 0 or run.reason):
             report["ok"] = False
-            report["error"] = f"the submission's process ended abnormally after its run ({run.reason or f'exit code {run.returncode}'}). Output:\n{clean_output(run.output, limit // 2)}"
+            report["error"] = f"the submission's process ended abnormally after its run ({reason}). Output:\n{output}"
         return report
 
     def _check_outputs(self, task: Task, report: dict[str, Any], spec: dict[str, Any], facts: dict[str, Any],
@@ -368,11 +363,7 @@ class Judge:
         req = {"op": "check", "code_hash": task.code_hash, "trials": trials_req, "tolerances": self.config.tolerances(),
                "max_file_bytes": max_bytes, "sample_seed": spec["sample_seed"],
                "sample_threshold_bytes": spec["sample_threshold_bytes"]}
-        try:
-            answer = self._ref.request(req)
-        except JudgeError:
-            self._prepare(task, None)
-            answer = self._ref.request(req)
+        answer = self._ask(task, req)
         for t, a in zip(trials_req, answer["trials"]):
             result.trials.append(TrialResult(seed=int(t["seed"]), passed=bool(a["passed"]), max_abs_error=_num(a["max_abs_error"]),
                                              max_rel_error=_num(a["max_rel_error"]), message=str(a.get("message", "")), timed=bool(t["timed"])))
@@ -381,13 +372,13 @@ class Judge:
             log.info("task %s has a low-variance output: %s", task.id, answer["low_variance"])
 
     def _timings(self, task: Task, report: dict[str, Any], spec: dict[str, Any], facts: dict[str, Any],
-                 run: _CandidateRun, result: JudgeResult) -> None:
+                 run: RunResult, result: JudgeResult) -> None:
         cfg = self.config
         times = _valid_times(report.get("times"), len(spec["timed_seeds"]), run.seconds)
         if times is None:
             result.violations.append(Violation("timing-forged", "the timing report of the candidate process is malformed or impossible (wrong count, non-finite, negative or beyond the run's wall time)"))
             return
-        result.candidate = _timing_of(times)
+        result.candidate = Timing.from_calls(times)
         result.timed_seconds = sum(h for _, h in times) / 1000.0
         if result.timed_seconds > run.seconds:
             result.violations.append(Violation("timing-forged", f"the timed calls claim {result.timed_seconds:.3f} s but the whole candidate run took {run.seconds:.3f} s"))
@@ -433,8 +424,8 @@ class Judge:
         path = self._baseline_path(task, facts)
         with self.baseline_cache.lock(path):
             entry = self.baseline_cache.get(path) if cfg.use_cache else None
-            if entry is not None and cfg.compile_baseline and entry.get("compile") is None and not entry.get("compile_error"):
-                entry = None  # measured without compile earlier: measure again with it
+            if not self._baseline_complete(entry):
+                entry = None  # absent, or measured without compile earlier: measure again with it
             source = "cache"
             if entry is None:
                 source = "measured"
@@ -448,6 +439,11 @@ class Judge:
         eager = Timing(**entry["eager"], source=source) if entry.get("eager") else None
         comp = Timing(**entry["compile"], source=source) if entry.get("compile") and cfg.compile_baseline else None
         return eager, comp, str(entry.get("compile_error") or "")
+
+    def _baseline_complete(self, entry: dict[str, Any] | None) -> bool:
+        """Whether a baseline cache entry holds every timing this config needs (compile, or why it failed)."""
+        return entry is not None and (entry.get("compile") is not None or bool(entry.get("compile_error"))
+                                      or not self.config.compile_baseline)
 
     def _time_reference(self, task: Task, kind: str) -> tuple[dict[str, Any] | None, str]:
         cfg = self.config
@@ -486,14 +482,12 @@ class Judge:
         result.fingerprint["judgement"] = "cache"
         return result
 
-    def _store_judgement(self, key: str, result: JudgeResult) -> None:
-        if not self.config.cache_judgements or "wall-time limit" in result.error or "killed" in result.error:
+    def _store_judgement(self, key: str, result: JudgeResult, cacheable: bool) -> None:
+        if not self.config.cache_judgements or not cacheable:
             return
         path = self._judgement_path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(result.to_json(indent=None))
-        os.replace(tmp, path)
+        write_text_atomic(path, result.to_json(indent=None))
 
 
 # ---------------------------------------------------------------------- helpers
@@ -525,15 +519,6 @@ def _valid_times(raw: Any, count: int, wall_s: float) -> list[tuple[float, float
     return out
 
 
-def _timing_of(times: list[tuple[float, float]]) -> Timing:
-    import statistics
-
-    ev = sorted(e for e, _ in times)
-    q = statistics.quantiles(ev, n=4, method="inclusive") if len(ev) >= 2 else [ev[0]] * 3
-    return Timing(median_ms=statistics.median(ev), min_ms=ev[0], max_ms=ev[-1], iqr_ms=q[2] - q[0], trials=len(ev),
-                  host_median_ms=statistics.median(h for _, h in times))
-
-
 def _tree_hash(root: Path) -> str:
     h = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
@@ -558,40 +543,6 @@ def _python() -> str:
     return sys.executable
 
 
-def _sandbox_mode() -> str:
-    try:
-        from cuda_gym.sandbox import sandbox_mode
-
-        return str(sandbox_mode())
-    except ImportError:  # pragma: no cover
-        return "none"
-
-
-def _sandboxed(cmd: list[str], job_dir: Path, writable: list[Path], readonly: list[Path], gpu: bool, timeout: float,
-               env: dict[str, str], memory_bytes: int | None, file_bytes: int) -> _CandidateRun:
-    """Run the candidate worker through ``cuda_gym.sandbox`` (the only way candidate code is started)."""
-    try:
-        from cuda_gym.sandbox import Limits, Sandbox
-    except ImportError:  # pragma: no cover - the sandbox is part of the package
-        return _plain_run(cmd, job_dir, timeout, env)
-    sandbox = Sandbox(writable=writable, readonly=readonly, gpu=gpu)
-    res = sandbox.run(cmd, cwd=job_dir, env=env,
-                      limits=Limits(wall_s=timeout, memory_bytes=memory_bytes, file_bytes=file_bytes, processes=4096))
-    return _CandidateRun(res.returncode, res.output, res.timed_out, res.reason, res.seconds)
-
-
-def _plain_run(cmd: list[str], job_dir: Path, timeout: float, env: dict[str, str]) -> _CandidateRun:  # pragma: no cover
-    start = time.monotonic()
-    out_path = job_dir / "output.log"
-    with open(out_path, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=job_dir, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True)
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            os.killpg(proc.pid, 9)
-            proc.wait()
-    text = out_path.read_bytes()[-200_000:].decode(errors="replace")
-    reason = f"killed after {timeout:.0f} s wall-time limit" if timed_out else ""
-    return _CandidateRun(proc.returncode, text, timed_out, reason, time.monotonic() - start)
+def _killed(run: RunResult) -> bool:
+    """Whether a time limit killed the run: such a verdict depends on load, so it is not cached."""
+    return run.timed_out or "killed" in run.reason

@@ -43,8 +43,11 @@ class ReferenceWorker:
         self.proc: subprocess.Popen[bytes] | None = None
         self._buf = b""
         self.fingerprint: dict[str, str] = {}
-        self.device_name = ""
-        self.prepared = ""
+
+    @property
+    def device_name(self) -> str:
+        """The device's name from the fingerprint (empty before the first start): a baseline-cache key."""
+        return self.fingerprint.get("device_name", "")
 
     @property
     def alive(self) -> bool:
@@ -69,10 +72,8 @@ class ReferenceWorker:
         finally:
             errlog.close()
         self._buf = b""
-        self.prepared = ""
         hello = self.request({"op": "hello"}, timeout_s=300)
         self.fingerprint = hello["fingerprint"]
-        self.device_name = hello["device_name"]
 
     def request(self, req: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
         """Send ``req``; return the answer (``ok`` true) or raise ``JudgeError`` (restart on the next call)."""
@@ -149,7 +150,6 @@ class ReferenceWorker:
                 except OSError:
                     pass
         self.proc = None
-        self.prepared = ""
 
     def close(self) -> None:
         """Ask the process to quit, then make sure it did."""

@@ -88,7 +88,7 @@ class ReferenceServer:
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         op = req.get("op")
         if op == "hello":
-            return {"fingerprint": harness.fingerprint(self.device), "device_name": harness.device_name(self.device)}
+            return {"fingerprint": harness.fingerprint(self.device)}
         if op == "prepare":
             return self.prepare(req)
         if op == "check":

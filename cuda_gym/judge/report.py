@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from cuda_gym.judge.result import JudgeResult, Timing
+from cuda_gym.reward import DEFAULT_THRESHOLD, milestone_reward
 
 
 def _ms(t: Timing | None) -> str:
@@ -17,10 +18,8 @@ def _x(v: float) -> str:
     return f"{v:.2f}x" if math.isfinite(v) else "n/a"
 
 
-def summary(result: JudgeResult, threshold: float = 1.05) -> str:
+def summary(result: JudgeResult, threshold: float = DEFAULT_THRESHOLD) -> str:
     """Several lines: verdict, reward, failures, timings and the top kernels."""
-    from cuda_gym.reward import milestone_reward
-
     reward = milestone_reward(result, threshold)
     verdict = "PASSED" if result.passed else "FAILED"
     lines = [f"{verdict}  task {result.task_id}  mode {result.mode}  device {result.device}  milestone reward {reward}"]

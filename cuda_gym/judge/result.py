@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -78,6 +80,30 @@ class Timing:
     trials: int
     host_median_ms: float = math.nan
     source: str = "measured"
+
+    @classmethod
+    def from_calls(cls, calls: Iterable[tuple[float, float]], source: str = "measured") -> Timing:
+        """The timing of ``(event_ms, host_ms)`` pairs, one per timed call (see ``timing_stats``)."""
+        return cls(**timing_stats(calls), source=source)
+
+
+def timing_stats(calls: Iterable[tuple[float, float]]) -> dict[str, float | int]:
+    """``Timing`` fields (all but ``source``) of ``(event_ms, host_ms)`` pairs, one per timed call.
+
+    Median, min, max and interquartile range (``statistics.quantiles``, inclusive method) of the
+    event times, the number of calls and the median host time. ``calls`` must not be empty.
+    """
+    pairs = list(calls)
+    ev = sorted(e for e, _ in pairs)
+    q = statistics.quantiles(ev, n=4, method="inclusive") if len(ev) >= 2 else [ev[0]] * 3
+    return {
+        "median_ms": statistics.median(ev),
+        "min_ms": ev[0],
+        "max_ms": ev[-1],
+        "iqr_ms": q[2] - q[0],
+        "trials": len(ev),
+        "host_median_ms": statistics.median(h for _, h in pairs),
+    }
 
 
 @dataclass(frozen=True)

@@ -947,7 +947,7 @@ def check_cpp(
 
     fp32 = config.precision == "fp32"
     cuda = config.flavour == "cuda"
-    spans = _function_headers(code) if device_code else []
+    spans = _function_headers(code)
 
     # preprocessor lines, with strings intact
     for m in re.finditer(r"(?m)^[ \t]*#[ \t]*(\w+)(.*)$", nc):
@@ -1105,10 +1105,10 @@ def check_cpp(
         elif "*" in decl and not re.search(r"\bchar\b", decl) and "(" not in m.group(0):
             add("memoisation", m.start(), f"static pointer {m.group(2)}: state kept across calls is not allowed.")
     for m in re.finditer(r"(?m)^\s*(?:std\s*::\s*)?(?:unordered_map|map)\s*<", code):
-        if not _inside_function(spans if device_code else _function_headers(code), m.start()):
+        if not _inside_function(spans, m.start()):
             add("memoisation", m.start(), "A global map keeps results across calls; not allowed.")
     for m in re.finditer(r"(?m)^\s*(?:at|torch)\s*::\s*Tensor\s+\w+\s*(?:;|=)", code):
-        if not _inside_function(spans if device_code else _function_headers(code), m.start()):
+        if not _inside_function(spans, m.start()):
             add("memoisation", m.start(), "A global Tensor keeps results across calls; not allowed.")
     return found
 

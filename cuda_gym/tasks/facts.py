@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from cuda_gym.paths import cache_dir
+from cuda_gym.paths import cache_dir, write_text_atomic
 
 if TYPE_CHECKING:
     from cuda_gym.tasks.task import Task
@@ -269,9 +269,7 @@ def store_facts(task: Task, facts: TaskFacts) -> None:
     path = _cache_path(task.code_hash)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(facts.to_dict()))
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps(facts.to_dict()))
     except OSError as exc:
         logger.warning("could not cache task facts at %s: %s", path, exc)
 
