@@ -28,6 +28,7 @@ def run(repeats: int = 10, device: str | None = None) -> dict:
 
     from cuda_gym.demo import demo_solution
     from cuda_gym.judge import Judge, JudgeConfig
+    from cuda_gym.judge.config import TIMING_METHOD
     from cuda_gym.tasks import get_task
     from cuda_gym.tools.files import write_file
     from cuda_gym.workspace import Workspace
@@ -59,6 +60,7 @@ def run(repeats: int = 10, device: str | None = None) -> dict:
         "candidate_host_medians_ms": [r.candidate.host_median_ms for r in results if r.candidate],
         "candidate_iqr_ms": [r.candidate.iqr_ms for r in results if r.candidate],
         "warmup_ms": cfg.warmup_ms,
+        "timing_method": TIMING_METHOD,
         "eager_ms": results[0].eager.median_ms if results[0].eager else None,
         "compile_ms": results[0].compile.median_ms if results[0].compile else None,
         # The first evaluation builds the workspace; the rest take it from the build cache.

@@ -66,3 +66,33 @@ def test_profile_mode_lists_cuda_kernels(judge: Judge, task) -> None:
     assert res.passed, res.to_json()
     assert any("bias_gelu_kernel" in k.name for k in res.profile), res.profile
     assert res.reference_profile
+
+
+@pytest.mark.parametrize("side_stream", [False, True], ids=["current_stream", "side_stream"])
+def test_timed_call_counts_gpu_work_on_any_stream_but_not_the_host_round_trip(side_stream: bool) -> None:
+    """The device time of ``timed_call`` covers work left running on another stream after the call returned
+    (so a side stream cannot hide work from the timer), while the calibrated idle host round trip is small."""
+    import torch
+
+    from cuda_gym.judge import harness
+
+    device = "cuda:0"
+    harness.warm_device(device)
+    idle = harness.idle_tail_ms(device)
+    assert 0.0 <= idle < 1.0
+    side = torch.cuda.Stream()
+    x = torch.ones(4, device=device)
+
+    def model(t):
+        if side_stream:
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                torch.cuda._sleep(40_000_000)  # 20 ms at 1.98 GHz, longer at lower clocks
+            return t
+        torch.cuda._sleep(40_000_000)
+        return t
+
+    times = [harness.timed_call(model, [x], device, idle)[1] for _ in range(3)]
+    for t in times:
+        assert t.event_ms >= 15.0, t
+        assert t.host_ms >= t.event_ms - 0.05, t

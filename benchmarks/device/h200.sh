@@ -24,7 +24,7 @@ for stage in "$@"; do
         python3 -m pytest -v --tb=short -m gpu -p no:cacheprovider --junitxml="$OUT/gpu_tests.xml" \
         ${PYTEST_ARGS:-} ${TESTS:-} > "$OUT/gpu_tests.log" 2>&1
       grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/gpu_tests.log" | tail -40
-      [[ -d "$OUT/transcripts" ]] && (cd "$OUT" && tar czf transcripts.tgz transcripts && rm -rf transcripts) ;;
+      if [[ -d "$OUT/transcripts" ]]; then (cd "$OUT" && tar czf transcripts.tgz transcripts && rm -rf transcripts); fi ;;
     bench|bench_build)
       BENCH_OUT="$OUT/bench_build.json" timeout -s INT 300 python3 -m pytest -q -p no:cacheprovider \
         benchmarks/bench_build.py --benchmark-json="$OUT/bench_build_pytest.json" 2>&1 | tail -6 ;;&

@@ -17,6 +17,10 @@ SAMPLE_THRESHOLD_BYTES = 64 * 2**20
 """Default of ``JudgeConfig.sample_threshold_bytes``: output tensors larger than this are compared on a
 random sample of elements (see ``cuda_gym.judge.harness.sample_large``)."""
 
+TIMING_METHOD = "gpu-lead+stream-end/1"
+"""Version of the timing method (``harness.timed_call``): baseline cache entries and cached judgements
+measured with another method are measured again."""
+
 PEAKS: dict[str, dict[str, float]] = {
     # Dense peaks used by the speed-of-light floor. Tensor-core peaks are used for every float dtype so
     # that the floor stays a lower bound even for candidates that legitimately use TF32/bf16 GEMMs.
@@ -183,6 +187,7 @@ class JudgeConfig:
         skip = {"use_cache", "cache_judgements", "cache_dir", "work_dir", "keep_jobs", "torch_extensions_dir", "build"}
         data = {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
         data["build"] = repr(self.build)
+        data["timing_method"] = TIMING_METHOD
         return json.dumps(data, sort_keys=True, default=str)
 
     @classmethod

@@ -39,6 +39,12 @@ PERTURB_BYTE = 0x80
 MAX_MMAP_THRESHOLD = 32 * 1024 * 1024
 """glibc's largest mmap threshold on 64-bit: CPU allocations above it get fresh (zero) pages, unpoisoned."""
 
+GPU_LEAD_CYCLES = 200_000
+"""GPU clock cycles of the spin queued before each timed call (about 0.1 ms at an H200's 1.98 GHz)."""
+
+IDLE_TAIL_QUANTILE = 0.9
+"""Quantile of the calibrated host round trip that a timed call's tail may take before it counts."""
+
 
 def load_task_module(code: str, name: str = "cuda_gym_task") -> types.ModuleType:
     """Execute trusted task code in a fresh module (registered in ``sys.modules`` while it runs)."""
@@ -126,23 +132,61 @@ class CallTime:
     host_ms: float
 
 
-def timed_call(model: Callable[..., Any], inputs: Sequence[Any], device: str) -> tuple[Any, CallTime]:
+def gpu_lead(device: str) -> None:
+    """Queue a short GPU spin (``GPU_LEAD_CYCLES``) so the host queues what follows while the GPU is busy."""
+    if device.startswith("cuda") and hasattr(torch.cuda, "_sleep"):
+        torch.cuda._sleep(GPU_LEAD_CYCLES)
+
+
+def idle_tail_ms(device: str, samples: int = 31) -> float:
+    """The host round trip that ``timed_call`` must not count, as a high quantile over ``samples`` tries.
+
+    Each try queues a GPU spin and a ``done`` event, waits with a device-wide synchronize (the host
+    spins meanwhile), then records ``end``: ``done -> end`` is the time the idle GPU waits for the host
+    to notice and submit. 0 on the CPU.
+    """
+    if not device.startswith("cuda"):
+        return 0.0
+    tails = []
+    for _ in range(samples):
+        done = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        gpu_lead(device)
+        done.record()
+        torch.cuda.synchronize(device)
+        end.record()
+        end.synchronize()
+        tails.append(float(done.elapsed_time(end)))
+    tails.sort()
+    return tails[int(IDLE_TAIL_QUANTILE * (len(tails) - 1))]
+
+
+def timed_call(model: Callable[..., Any], inputs: Sequence[Any], device: str,
+               idle_tail: float = 0.0) -> tuple[Any, CallTime]:
     """Run ``model(*inputs)`` once inside the timing window; return its output and the times.
 
-    On CUDA: ``start.record(); out = model(*x); torch.cuda.synchronize(); end.record();
-    end.synchronize()``, so side streams are inside the window; the host clock surrounds the same region.
+    On CUDA: ``gpu_lead(); start.record(); out = model(*x); done.record(); torch.cuda.synchronize();
+    end.record()``. The device time is ``start -> done`` plus whatever of ``done -> end`` exceeds
+    ``idle_tail`` (the calibrated host round trip, ``idle_tail_ms``): work the call left on other
+    streams is counted, the host's launch and wake-up latency is not. The GPU spin before ``start``
+    keeps the host's launch latency out (it differs between processes by up to 0.06 ms on an H200;
+    the GPU work does not). The host clock surrounds ``start`` to ``end``.
     """
     if device.startswith("cuda"):
         start = torch.cuda.Event(enable_timing=True)
+        done = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
+        gpu_lead(device)
         t0 = _perf_counter()
         start.record()
         out = model(*inputs)
+        done.record()
         torch.cuda.synchronize(device)
         end.record()
         end.synchronize()
         t1 = _perf_counter()
-        return out, CallTime(float(start.elapsed_time(end)), (t1 - t0) * 1000.0)
+        late = max(0.0, float(done.elapsed_time(end)) - idle_tail)
+        return out, CallTime(float(start.elapsed_time(done)) + late, (t1 - t0) * 1000.0)
     t0 = _perf_counter()
     out = model(*inputs)
     t1 = _perf_counter()
@@ -164,8 +208,9 @@ def run_timing(
     """Warm-up calls, then one timed call per seed, each on fresh inputs made outside the window.
 
     Warm-up makes one call per warm-up seed, then repeats the last one until ``warmup_s`` seconds
-    have passed since it began (the GPU's clocks settle). Before each timed call: inputs are
-    generated, the L2 cache flushed and the device synchronized. ``keep(i, out)`` receives the
+    have passed since it began (the GPU's clocks settle). The host round trip is then calibrated
+    (``idle_tail_ms``). Before each timed call: inputs are generated, the L2 cache flushed and the
+    device synchronized; ``timed_call`` times it. ``keep(i, out)`` receives the
     outputs of the calls in ``keep_indices``; ``after_call`` runs after every call (thread checks).
     """
     flusher = L2Flusher(device)
@@ -187,12 +232,13 @@ def run_timing(
         while inputs is not None and _perf_counter() < deadline:
             untimed(inputs)
         del inputs
+        idle_tail = idle_tail_ms(device)
         times: list[CallTime] = []
         for i, seed in enumerate(timed_seeds):
             inputs = make_inputs(get_inputs, seed, device)
             flusher()
             synchronize(device)
-            out, t = timed_call(model, inputs, device)
+            out, t = timed_call(model, inputs, device, idle_tail)
             times.append(t)
             if keep is not None and i in wanted:
                 keep(i, out)

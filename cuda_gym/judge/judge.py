@@ -25,7 +25,7 @@ from typing import Any
 
 from cuda_gym.errors import JudgeError
 from cuda_gym.judge.baselines import BaselineCache
-from cuda_gym.judge.config import JudgeConfig
+from cuda_gym.judge.config import TIMING_METHOD, JudgeConfig
 from cuda_gym.judge.pool import ReferenceWorker, package_env
 from cuda_gym.judge.result import JudgeResult, KernelStat, Mode, Timing, TrialResult, Violation
 from cuda_gym.judge.rules import check_submission
@@ -425,12 +425,12 @@ class Judge:
         with self.baseline_cache.lock(path):
             entry = self.baseline_cache.get(path) if cfg.use_cache else None
             if not self._baseline_complete(entry):
-                entry = None  # absent, or measured without compile earlier: measure again with it
+                entry = None  # absent, another timing method, or measured without compile: measure again
             source = "cache"
             if entry is None:
                 source = "measured"
                 entry = {"eager": self._time_reference(task, "eager")[0], "compile": None, "compile_error": "",
-                         "fingerprint": self._ref.fingerprint, "warmup": cfg.warmup, "warmup_ms": cfg.warmup_ms,
+                         "fingerprint": self._ref.fingerprint, "method": TIMING_METHOD, "warmup": cfg.warmup, "warmup_ms": cfg.warmup_ms,
                          "timed_calls": cfg.n_timed}
                 if cfg.compile_baseline:
                     entry["compile"], entry["compile_error"] = self._time_reference(task, "compile")
@@ -441,8 +441,9 @@ class Judge:
         return eager, comp, str(entry.get("compile_error") or "")
 
     def _baseline_complete(self, entry: dict[str, Any] | None) -> bool:
-        """Whether a baseline cache entry holds every timing this config needs (compile, or why it failed)."""
-        return entry is not None and (entry.get("compile") is not None or bool(entry.get("compile_error"))
+        """Whether a baseline cache entry was timed by this method and holds every timing this config needs
+        (compile, or why it failed)."""
+        return entry is not None and entry.get("method") == TIMING_METHOD and (entry.get("compile") is not None or bool(entry.get("compile_error"))
                                       or not self.config.compile_baseline)
 
     def _time_reference(self, task: Task, kind: str) -> tuple[dict[str, Any] | None, str]:
