@@ -262,6 +262,16 @@ def test_workspace_passes_then_tampering_and_compile_errors_are_reported(
         bad = j.verify(broken)
         assert not bad.compiled and "kernels/add.cpp" in bad.compile_log
         assert milestone_reward(bad) == -1
+        # The judge compiles in the sandbox: a host file outside the workspace cannot be read into the log.
+        from cuda_gym.sandbox import sandbox_mode
+
+        if sandbox_mode() == "bwrap":
+            secret = tmp_path / "host_secret.h"
+            secret.write_text("#error HOST_SECRET_7f3a\n")
+            (broken.root / "kernels" / "add.cpp").write_text(f'#include "{secret}"\nvoid add_cpu() {{}}\n')
+            leak = j.verify(broken)
+            assert not leak.compiled and "host_secret.h" in leak.compile_log, leak.compile_log
+            assert "HOST_SECRET_7f3a" not in leak.compile_log, leak.compile_log
         # Tampering with a protected file is a violation even when the outputs are right.
         model_py = broken.root / "model.py"
         write_add_kernels(broken)

@@ -234,8 +234,10 @@ class Judge:
 
     def _build(self, sub: _Sub, result: JudgeResult) -> Path | None:
         from cuda_gym.build import build_workspace
+        from cuda_gym.sandbox import Sandbox
 
-        built = build_workspace(sub.workspace, self.config.build)
+        # The sources are the agent's: compiled in a sandbox like the compile tool's (no host files in the log).
+        built = build_workspace(sub.workspace, self.config.build, sandbox=Sandbox(writable=[]))
         if not built.ok:
             result.compiled = False
             result.compile_log = clean_output(built.log or "the build failed without output", self.config.output_limit)
