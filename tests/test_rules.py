@@ -80,6 +80,8 @@ def test_honest_python_is_clean() -> None:
         ("y = x @ x", "torch-compute"),
         ("y = x.sum(dim=1)", "torch-compute"),
         ("y = torch.ops.aten.mm(x, x)", "torch-compute"),
+        ("y = torch.ops.mkldnn._convolution_pointwise(x, w, None, [0], [1], [1], 1, 'none', [], '')", "torch-compute"),
+        ("y = torch.ops.inductor.accumulate_grad_(x, x)", "torch-compute"),
         ("y = torch._C._nn.gelu(x)", "torch-compute"),
         ("y = getattr(torch, 'relu')(x)", "torch-compute"),
         ("y = self.conv(x)", "torch-compute"),

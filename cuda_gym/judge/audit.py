@@ -9,6 +9,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from cuda_gym.judge.result import Violation
+from cuda_gym.judge.rules import TORCH_OPS_NAMESPACES
 
 ALLOWED_ATEN = frozenset(
     """
@@ -25,14 +26,6 @@ ALLOWED_ATEN = frozenset(
 """ATen ops (overload packet names) a candidate's forward may run: allocation and filling, views and
 metadata, copies (``clone``/``copy_``: ``.contiguous()`` on a strided input copies, which is memory work
 the candidate pays for in its time), and ``_to_copy`` for device moves without a dtype change."""
-
-DENIED_NAMESPACES = frozenset(
-    {"aten", "prim", "prims", "quantized", "_quantized", "quantized_decomposed", "torchvision", "torchaudio",
-     "c10d", "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "inductor", "mkldnn", "onednn",
-     "fbgemm", "higher_order", "rngprims"}
-)
-"""Operator namespaces that belong to PyTorch and friends: compute there is a fallback. Any other
-namespace (a candidate's own ``TORCH_LIBRARY``) is allowed."""
 
 LOW_PRECISION = frozenset({torch.float16, torch.bfloat16})
 
@@ -67,7 +60,7 @@ class OpAudit(TorchDispatchMode):
     def _judge(self, func: Any, args: tuple, kwargs: dict) -> tuple[str, str] | None:
         namespace = getattr(func, "namespace", "aten")
         packet = getattr(getattr(func, "overloadpacket", None), "__name__", str(func)).split(".")[-1]
-        if namespace not in DENIED_NAMESPACES:
+        if namespace not in TORCH_OPS_NAMESPACES:
             return None
         if namespace == "aten" and packet in self.allowed:
             if packet in ("_to_copy", "to"):
