@@ -30,7 +30,10 @@ def test_sb3_ppo_trains_on_the_menu_env(tmp_path) -> None:
 
     env = Monitor(make_env())
     check_env(env, warn=True)
+    from stable_baselines3.common.logger import configure
+
     model = sb3.PPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=2, seed=0, device="cpu", verbose=0)
+    model.set_logger(configure(str(tmp_path / "sb3"), []))  # SB3's default logger makes /tmp/SB3-<date> folders
     model.learn(total_timesteps=256)
     rewards = env.get_episode_rewards()
     assert model.num_timesteps >= 256 and len(rewards) >= 256 // 6
