@@ -89,13 +89,9 @@ class KernelEnv(KernelEnvBase):
             result = None
             submitted = False
             action_text = repr(action)
-            clean = False  # a type's name may hold any character
         else:
             outcome = self.runner.run(action)
             text, result, submitted = outcome.text, outcome.judge_result, outcome.submitted
-            # The runner returns clean_output(text, tool_output_limit), and KernelEnvConfig keeps
-            # tool_output_limit <= observation_max_length: cleaning it again would change nothing.
-            clean = True
             info.update(outcome.info)
             if result is not None:
                 info["judge_cached"] = _from_cache(result)
@@ -113,14 +109,13 @@ class KernelEnv(KernelEnvBase):
             assert self.workspace is not None
             result = self.judge.submit(self.workspace)
             text = text + FINAL_BANNER + _render_final(result)
-            clean = False  # the judge's report may hold anything, and the sum may be too long
         if terminated or truncated:
             assert result is not None
             reward = self._reward(result)
             info.update(result.to_info())
             info.update(final_eval=True, submitted=submitted, reward=reward, judge_cached=_from_cache(result))
             self._done = True
-        observation = text if clean else self._observe(text)
+        observation = self._observe(text)
         self.transcript.append({"role": "assistant", "content": action_text})
         self.transcript.append({"role": "tool", "content": observation})
         return observation, reward, terminated, truncated, info

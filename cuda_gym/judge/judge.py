@@ -234,7 +234,6 @@ class Judge:
 
     def _build(self, sub: _Sub, result: JudgeResult) -> Path | None:
         from cuda_gym.build import build_workspace
-        from cuda_gym.sandbox import Sandbox
 
         # The sources are the agent's: compiled in a sandbox like the compile tool's (no host files in the log).
         built = build_workspace(sub.workspace, self.config.build, sandbox=Sandbox(writable=[]))
@@ -445,8 +444,9 @@ class Judge:
     def _baseline_complete(self, entry: dict[str, Any] | None) -> bool:
         """Whether a baseline cache entry was timed by this method and holds every timing this config needs
         (compile, or why it failed)."""
-        return entry is not None and entry.get("method") == TIMING_METHOD and (entry.get("compile") is not None or bool(entry.get("compile_error"))
-                                      or not self.config.compile_baseline)
+        if entry is None or entry.get("method") != TIMING_METHOD:
+            return False
+        return entry.get("compile") is not None or bool(entry.get("compile_error")) or not self.config.compile_baseline
 
     def _time_reference(self, task: Task, kind: str) -> tuple[dict[str, Any] | None, str]:
         cfg = self.config
