@@ -5,13 +5,14 @@ from __future__ import annotations
 import functools
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import gymnasium as gym
 
 from cuda_gym.envs.config import ConfigError, KernelEnvConfig
 from cuda_gym.envs.spaces import PrintableText
 from cuda_gym.errors import CudaGymError, JudgeError
+from cuda_gym.reward import TerminalReward
 from cuda_gym.text import clean_output
 
 if TYPE_CHECKING:
@@ -156,17 +157,9 @@ def _judge_device(device: str) -> str:
     return "cuda:0" if device == "cuda" else device
 
 
-def make_reward_fn(config: KernelEnvConfig) -> Callable[["JudgeResult"], float]:
-    """The terminal reward function the config names (or the config's own function)."""
-    from cuda_gym import reward
-
-    if callable(config.reward):
-        return config.reward
-    if config.reward == "milestone":
-        return functools.partial(reward.milestone_reward, threshold=config.reward_threshold)
-    if config.reward == "speedup":
-        return reward.speedup_reward
-    return reward.log_speedup_reward
+def make_reward_fn(config: KernelEnvConfig) -> TerminalReward:
+    """The terminal reward the config names (or the config's own function) at its threshold."""
+    return TerminalReward(config.reward, config.reward_threshold)
 
 
 class KernelEnvBase(gym.Env[str, str]):
@@ -270,6 +263,10 @@ class KernelEnvBase(gym.Env[str, str]):
 
     def _reward(self, result: "JudgeResult") -> float:
         return float(self.reward_fn(result))
+
+    def _final_facts(self, result: "JudgeResult") -> dict[str, Any]:
+        """``info`` of a final judgement: the judge's facts plus ``milestone`` at the env's threshold."""
+        return {**result.to_info(), "milestone": self.reward_fn.milestone(result)}
 
     def _judge_failed(self, what: str, detail: str) -> JudgeError:
         return JudgeError(

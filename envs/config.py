@@ -5,12 +5,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from cuda_gym.errors import CudaGymError
-
-REWARDS = ("milestone", "speedup", "log_speedup")
-"""Reward functions selectable by name (see :mod:`cuda_gym.reward`)."""
+from cuda_gym.reward import DEFAULT_THRESHOLD, REWARDS, RewardFn
 
 
 @dataclass
@@ -42,10 +40,10 @@ class KernelEnvConfig:
     """Judge settings: a ``JudgeConfig``, a dict of its fields, or a ready judge object with
     ``verify/profile/submit(ws)`` (shared, not closed by the env). ``None`` uses the defaults."""
 
-    reward: str | Callable[..., float] = "milestone"
+    reward: str | RewardFn = "milestone"
     """Terminal reward: a name in ``REWARDS`` or a picklable function ``JudgeResult -> float``."""
 
-    reward_threshold: float = 1.05
+    reward_threshold: float = DEFAULT_THRESHOLD
     """Speedup a milestone must beat (``milestone`` reward only): 1.05 means more than 5% faster."""
 
     max_turns: int = 200
@@ -71,6 +69,8 @@ class KernelEnvConfig:
             raise ConfigError(f"max_turns must be >= 1, got {self.max_turns}")
         if isinstance(self.reward, str) and self.reward not in REWARDS:
             raise ConfigError(f"unknown reward {self.reward!r}: use one of {', '.join(REWARDS)} or a function")
+        if not self.reward_threshold > 0:
+            raise ConfigError(f"reward_threshold must be positive (1.05: more than 5% faster), got {self.reward_threshold}")
         if self.size not in ("small", "default"):
             raise ConfigError(f"size must be 'small' or 'default', got {self.size!r}")
         if not (self.device == "cpu" or self.device == "cuda" or self.device.startswith("cuda:")):

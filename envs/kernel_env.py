@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from cuda_gym.envs.base import KernelEnvBase, _from_cache
 from cuda_gym.envs.config import KernelEnvConfig
+from cuda_gym.reward import TerminalReward
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,8 @@ class KernelEnv(KernelEnvBase):
         from cuda_gym.tools import ToolRunner, tool_schemas
 
         ws, prompt, info = self._begin(options)
-        self.runner = ToolRunner(ws, judge=self.judge, output_limit=self.config.tool_output_limit)
+        self.runner = ToolRunner(ws, judge=self.judge, output_limit=self.config.tool_output_limit,
+                                 reward=self.reward_fn)
         self.turn = 0
         info.update(turn=0, tools=tool_schemas())
         return prompt, info
@@ -108,11 +110,11 @@ class KernelEnv(KernelEnvBase):
             truncated = True
             assert self.workspace is not None
             result = self.judge.submit(self.workspace)
-            text = text + FINAL_BANNER + _render_final(result)
+            text = text + FINAL_BANNER + _render_final(result, self.reward_fn)
         if terminated or truncated:
             assert result is not None
             reward = self._reward(result)
-            info.update(result.to_info())
+            info.update(self._final_facts(result))
             info.update(final_eval=True, submitted=submitted, reward=reward, judge_cached=_from_cache(result))
             self._done = True
         observation = self._observe(text)
@@ -121,7 +123,7 @@ class KernelEnv(KernelEnvBase):
         return observation, reward, terminated, truncated, info
 
 
-def _render_final(result: Any) -> str:
+def _render_final(result: Any, reward: TerminalReward) -> str:
     from cuda_gym.tools.render import render_submit
 
-    return render_submit(result)
+    return render_submit(result, reward)

@@ -79,10 +79,10 @@ class SingleTurnKernelEnv(KernelEnvBase):
                 result = self.judge.evaluate(self.task, solution=path, mode="full")
             else:
                 result = self.judge.submit(self.workspace)
-            text = render_submit(result)
+            text = render_submit(result, self.reward_fn)
             info.update(parse_ok=True, solution_form=form)
         reward = self._reward(result)
-        facts = result.to_info()
+        facts = self._final_facts(result)
         if not info["parse_ok"]:  # nothing was measured: leave out the NaN timings
             facts = {k: v for k, v in facts.items() if not (isinstance(v, float) and math.isnan(v))}
         info.update(facts)

@@ -1,13 +1,26 @@
-"""The milestone reward and the speedup rewards, on judge results and on plain facts."""
+"""The milestone reward and the speedup rewards, on judge results and on plain facts; the env's
+reward settings reach its reward, ``info["milestone"]`` and the text the agent reads alike."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from cuda_gym.envs import KernelEnv, SingleTurnKernelEnv
 from cuda_gym.judge.result import JudgeResult, Timing, TrialResult, Violation
-from cuda_gym.reward import log_speedup_reward, milestone, milestone_reward, speedup_reward
+from cuda_gym.reward import (
+    TerminalReward,
+    log_speedup_reward,
+    milestone,
+    milestone_meaning,
+    milestone_reward,
+    speedup_reward,
+)
+from cuda_gym.tools.render import render_profile, render_submit
+from env_helpers import TASK_ID, call
 
 
 def _result(candidate: float, eager: float | None, compile_: float | None, **kw: object) -> JudgeResult:
@@ -46,3 +59,82 @@ def test_bad_arguments_are_refused() -> None:
         milestone(True, 2.0, 2.0, threshold=0)
     with pytest.raises(ValueError, match="baseline"):
         speedup_reward(_result(1.0, 2.0, 2.0), "triton")
+
+
+# --- the env's reward settings, end to end -----------------------------------------------------------
+
+SLOW_MEANING = "correct, but not more than 20% faster than eager PyTorch"
+
+
+class FixedJudge:
+    """A ready judge object (``KernelEnvConfig.judge``) answering every call with one result."""
+
+    def __init__(self, result: JudgeResult) -> None:
+        self.result = result
+
+    def verify(self, ws: Any) -> JudgeResult:
+        return self.result
+
+    def profile(self, ws: Any) -> JudgeResult:
+        return self.result
+
+    def submit(self, ws: Any) -> JudgeResult:
+        return self.result
+
+    def evaluate(self, task: Any, **kwargs: Any) -> JudgeResult:
+        return self.result
+
+
+def test_judge_facts_carry_no_reward() -> None:
+    result = _result(1.0, 1.1, 1.1)
+    assert "milestone" not in result.to_info()
+    assert "Milestone" not in render_submit(result) and "a milestone needs" not in render_profile(result)
+
+
+def test_terminal_reward_text_follows_its_threshold() -> None:
+    result = _result(1.0, 1.1, 1.1)  # 1.1x over both baselines
+    assert TerminalReward().milestone(result) == 3
+    strict = TerminalReward("milestone", 1.2)
+    assert strict(result) == 1.0 and strict.milestone(result) == 1
+    assert strict.describe(result) == f"Milestone reward: 1 ({SLOW_MEANING})."
+    assert milestone_meaning(3) == "correct and more than 5% faster than both eager PyTorch and torch.compile"
+    assert "a milestone needs > 1.2x" in render_profile(result, strict)
+    speedup = TerminalReward("speedup", 1.2)
+    assert speedup(result) == pytest.approx(1.1) and speedup.milestone(result) == 1
+    assert "Reward: 1.1 (the speedup over torch.compile" in render_submit(result, speedup)
+    assert "a milestone needs" not in render_profile(result, speedup)
+    with pytest.raises(ValueError, match="threshold"):
+        TerminalReward("milestone", 0)
+    with pytest.raises(ValueError, match="unknown reward"):
+        TerminalReward("fastest")
+
+
+def test_threshold_1_2_multi_turn_reward_info_and_text_agree(tmp_path: Path) -> None:
+    # 1.1x over eager and torch.compile: 3 at the default threshold, 1 at 1.2. The turn limit
+    # runs the final judgement (judge.submit) and renders it.
+    env = KernelEnv(device="cpu", size="small", task_ids=[TASK_ID], max_turns=1, reward_threshold=1.2,
+                    judge=FixedJudge(_result(1.0, 1.1, 1.1)), workspace_dir=tmp_path)
+    try:
+        env.reset(seed=0)
+        obs, reward, _, truncated, info = env.step(call("read_file", path="model.py"))
+        assert truncated and info["final_eval"]
+        assert reward == 1 and info["milestone"] == 1 and info["reward"] == 1
+        assert f"Milestone reward: 1 ({SLOW_MEANING})." in obs and "5%" not in obs
+        assert "a milestone needs > 1.2x" in obs
+        env.reset(seed=0)
+        assert env.runner.reward is env.reward_fn  # verify/profile/submit tool reports use it too
+    finally:
+        env.close()
+
+
+def test_threshold_1_2_single_turn_reward_info_and_text_agree(tmp_path: Path) -> None:
+    env = SingleTurnKernelEnv(device="cpu", size="small", task_ids=[TASK_ID], reward_threshold=1.2,
+                              judge=FixedJudge(_result(1.0, 1.1, 1.1)), workspace_dir=tmp_path)
+    try:
+        env.reset(seed=0)
+        obs, reward, terminated, _, info = env.step("```python\nclass ModelNew:\n    pass\n```")
+        assert terminated and info["solution_form"] == "single_file"
+        assert reward == 1 and info["milestone"] == 1
+        assert f"Milestone reward: 1 ({SLOW_MEANING})." in obs
+    finally:
+        env.close()

@@ -19,6 +19,7 @@ from build_fixtures import (  # noqa: F401  (session fixtures shared with the bu
 from cuda_gym.build import BuildConfig
 from cuda_gym.errors import ToolError
 from cuda_gym.judge.result import JudgeResult, KernelStat, Timing, TrialResult, Violation
+from cuda_gym.reward import TerminalReward
 from cuda_gym.text import PRINTABLE
 from cuda_gym.tools import ToolRunner, format_tool_call
 from cuda_gym.tools.render import render_profile, render_submit, render_verify
@@ -154,7 +155,7 @@ def test_compile_then_judge_tools(cpu_add_build: BuiltWorkspace, build_config: B
     ws = Workspace.create(add_task(), flavour="cpu", parent=tmp_path)
     write_add_kernels(ws)  # the same sources as the session's cpu_add_build: a cache hit, no compile
     judge = StandInJudge()
-    runner = ToolRunner(ws, judge=judge, build_config=build_config)
+    runner = ToolRunner(ws, judge=judge, build_config=build_config, reward=TerminalReward())
     out = _run(runner, "compile")
     assert out.info["tool"] == "compile" and out.info["compiled"] is True and out.info["tool_ok"], out.text
     assert out.text.startswith("compile: OK (cached build)") and out.info["build_cached"]
@@ -165,7 +166,7 @@ def test_compile_then_judge_tools(cpu_add_build: BuiltWorkspace, build_config: B
     assert "2.00x vs eager" in out.text and "fused_bias_gelu_kernel<float>" in out.text
     assert math.isclose(out.info["speedup_vs_eager"], 2.0)
     out = _run(runner, "submit")
-    assert out.submitted and out.info["milestone"] == 3 and "Milestone reward: 3" in out.text
+    assert out.submitted and "milestone" not in out.info and "Milestone reward: 3" in out.text
 
 
 def test_judge_tools_compile_first_and_stop_on_errors(ws: Workspace, build_config: BuildConfig) -> None:
@@ -228,10 +229,10 @@ def test_render_profile_and_submit() -> None:
         assert part in text, part
     rejected = good_result("full")
     rejected.violations.append(Violation("suspect-speedup", "faster than memory bandwidth allows"))
-    text = render_submit(rejected)
+    text = render_submit(rejected, TerminalReward())
     assert "REJECTED" in text and "Milestone reward: -1" in text
     slow = good_result("full")
     slow.candidate = _timing(2.0)
-    assert "Milestone reward: 1 (correct, but not" in render_submit(slow)
+    assert "Milestone reward: 1 (correct, but not" in render_submit(slow, TerminalReward())
     no_timing = JudgeResult(task_id="t", mode="verify", device="cpu", compiled=True, trials=[TrialResult(1, True)])
     assert "Timing" not in render_profile(no_timing)

@@ -176,9 +176,11 @@ class JudgeResult:
         return _ratio(self.compile, self.candidate)
 
     def to_info(self) -> dict[str, Any]:
-        """Flat scalars for a Gymnasium ``info`` dict (vector envs batch them into arrays)."""
-        from cuda_gym.reward import milestone_reward
+        """Flat scalars for a Gymnasium ``info`` dict (vector envs batch them into arrays).
 
+        Facts only: rewards (and ``info["milestone"]``) come from the env's reward settings
+        (``cuda_gym.reward.TerminalReward``), never from the judge.
+        """
         return {
             "task_id": self.task_id,
             "judge_mode": self.mode,
@@ -195,7 +197,6 @@ class JudgeResult:
             "compile_ms": self.compile.median_ms if self.compile else math.nan,
             "speedup_vs_eager": self.speedup_vs_eager,
             "speedup_vs_compile": self.speedup_vs_compile,
-            "milestone": milestone_reward(self),
             "low_variance_output": self.low_variance_output,
         }
 

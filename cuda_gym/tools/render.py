@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from cuda_gym.judge.result import JudgeResult, KernelStat, Timing
-from cuda_gym.reward import DEFAULT_THRESHOLD, milestone_reward
+from cuda_gym.reward import TerminalReward
 
 MAX_TRIAL_ROWS = 12
 """Failing trials listed one per line (passing ones are summarised)."""
@@ -15,14 +15,6 @@ MAX_KERNEL_ROWS = 10
 
 KERNEL_NAME_CHARS = 72
 """Longest kernel name shown (C++ template names are long)."""
-
-_MILESTONES = {
-    -1: "the submission failed (compile, correctness, a runtime error or a rule violation)",
-    1: "correct, but not more than 5% faster than eager PyTorch",
-    2: "correct and more than 5% faster than eager PyTorch, but not than torch.compile",
-    3: "correct and more than 5% faster than both eager PyTorch and torch.compile",
-}
-
 
 def _num(x: float) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -100,16 +92,16 @@ def _timing_row(label: str, timing: Timing | None) -> str:
             f"{timing.trials} calls){source}")
 
 
-def _timing_section(result: JudgeResult) -> list[str]:
+def _timing_section(result: JudgeResult, reward: TerminalReward | None) -> list[str]:
     if result.candidate is None and result.eager is None and result.compile is None:
         return []
     rows = ["Timing (median per call):",
             _timing_row("candidate", result.candidate),
             _timing_row("eager", result.eager),
             _timing_row("torch.compile", result.compile)]
+    target = reward.target() if reward is not None else ""
     rows.append(f"Speedup: {_speedup(result.speedup_vs_eager)} vs eager, "
-                f"{_speedup(result.speedup_vs_compile)} vs torch.compile "
-                f"(a milestone needs > {DEFAULT_THRESHOLD:g}x)")
+                f"{_speedup(result.speedup_vs_compile)} vs torch.compile" + (f" ({target})" if target else ""))
     if result.low_variance_output:
         rows.append("Note: the reference output barely varies across inputs on this task.")
     return rows
@@ -138,20 +130,30 @@ def _details(result: JudgeResult) -> list[list[str]]:
     return [_compile_section(result), _error_section(result), _trials_section(result), _violations_section(result)]
 
 
-def render_verify(result: JudgeResult) -> str:
-    """Verdict, compiler errors, per-trial pass/fail with max errors, and rule violations."""
+def render_verify(result: JudgeResult, reward: TerminalReward | None = None) -> str:
+    """Verdict, compiler errors, per-trial pass/fail with max errors, and rule violations.
+
+    ``reward`` is accepted so the three renderers share one signature; a verification has none.
+    """
     return _join([[_headline(result, "verify")], *_details(result)])
 
 
-def render_profile(result: JudgeResult) -> str:
-    """``render_verify`` plus timings, speedups and the candidate's and reference's kernel tables."""
-    return _join([[_headline(result, "profile")], *_details(result), _timing_section(result),
+def render_profile(result: JudgeResult, reward: TerminalReward | None = None) -> str:
+    """``render_verify`` plus timings, speedups and the candidate's and reference's kernel tables.
+
+    With the env's ``reward``, the speedup line says what a milestone needs (its threshold).
+    """
+    return _join([[_headline(result, "profile")], *_details(result), _timing_section(result, reward),
                   _kernel_table("Candidate kernels:", result.profile),
                   _kernel_table("Reference (eager PyTorch) kernels:", result.reference_profile)])
 
 
-def render_submit(result: JudgeResult) -> str:
-    """The final judgement: verdict, details, timings and the milestone reward."""
-    reward = milestone_reward(result)
+def render_submit(result: JudgeResult, reward: TerminalReward | None = None) -> str:
+    """The final judgement: verdict, details, timings and, with the env's ``reward``, its reward line.
+
+    The reward line comes from ``reward.describe(result)``, so the text the agent reads is the
+    reward the env pays; without ``reward`` (no env) the judgement carries facts only.
+    """
+    lines = [reward.describe(result)] if reward is not None else []
     return _join([["Submitted. " + _headline(result, "final judgement")], *_details(result),
-                  _timing_section(result), [f"Milestone reward: {reward} ({_MILESTONES[reward]})."]])
+                  _timing_section(result, reward), lines])

@@ -10,6 +10,7 @@ from typing import Any, Callable, Protocol
 
 from cuda_gym.errors import CudaGymError, ToolError
 from cuda_gym.judge.result import JudgeResult
+from cuda_gym.reward import TerminalReward
 from cuda_gym.text import clean_output, to_printable
 from cuda_gym.tools import files
 from cuda_gym.tools.files import DEFAULT_LIMITS, FileLimits
@@ -21,7 +22,7 @@ logger = logging.getLogger(__name__)
 _FOOTER_ROOM = 160
 """Characters kept free at the end of an observation for the exit-status line."""
 
-_RENDER: dict[str, Callable[[JudgeResult], str]] = {
+_RENDER: dict[str, Callable[[JudgeResult, TerminalReward | None], str]] = {
     "verify": render_verify, "profile": render_profile, "submit": render_submit}
 """The observation text of each judge tool."""
 
@@ -69,6 +70,8 @@ class ToolRunner:
         bash_timeout: default bash wall-clock limit in seconds.
         max_bash_timeout: largest bash timeout an agent may ask for (larger requests are clamped).
         file_limits: caps of the file tools.
+        reward: the env's terminal reward: the profile and submit reports state its threshold and
+            the reward line (``None``: facts only, no reward line).
     """
 
     def __init__(
@@ -82,6 +85,7 @@ class ToolRunner:
         bash_timeout: float = 60.0,
         max_bash_timeout: float = 600,
         file_limits: FileLimits = DEFAULT_LIMITS,
+        reward: TerminalReward | None = None,
     ) -> None:
         if output_limit < 2 * _FOOTER_ROOM:
             raise ToolError(f"output_limit must be at least {2 * _FOOTER_ROOM} characters, got {output_limit}")
@@ -94,6 +98,7 @@ class ToolRunner:
         self.bash_timeout = float(bash_timeout)
         self.max_bash_timeout = float(max_bash_timeout)
         self.file_limits = file_limits
+        self.reward = reward
         self._built_state: tuple | None = None
         self._handlers: dict[str, Callable[[dict[str, Any]], ToolOutcome]] = {
             "bash": self._bash,
@@ -236,12 +241,12 @@ class ToolRunner:
                 # No device time for a workspace that does not build; the judge would say the same.
                 result = JudgeResult(task_id=_task_id(self.workspace), mode=mode, device="",  # type: ignore[arg-type]
                                      compiled=False, compile_log=(build.log or "").strip())
-                return ToolOutcome(_RENDER[mode](result), {**result.to_info(), "tool_ok": True},
+                return ToolOutcome(_RENDER[mode](result, self.reward), {**result.to_info(), "tool_ok": True},
                                    judge_result=result)
         result = getattr(self.judge, mode)(self.workspace)
         if not isinstance(result, JudgeResult):
             raise ToolError(f"the judge's {mode}() returned {type(result).__name__}, not a JudgeResult")
-        return ToolOutcome(_RENDER[mode](result), {**result.to_info(), "tool_ok": True},
+        return ToolOutcome(_RENDER[mode](result, self.reward), {**result.to_info(), "tool_ok": True},
                            submitted=mode == "submit", judge_result=result)
 
 
