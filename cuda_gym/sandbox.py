@@ -57,7 +57,8 @@ class Limits:
     """Resource limits of one sandboxed command. ``None`` switches a limit off."""
 
     wall_s: float = 60.0
-    """Wall-clock seconds before the whole process tree is killed."""
+    """Wall-clock seconds before the whole process tree is killed (``math.inf``: never, for a long-lived
+    :meth:`Sandbox.start` server that its owner kills)."""
     cpu_s: float | None = None
     """CPU seconds per process (RLIMIT_CPU); ``None`` means ``2 * wall_s`` (room for multi-threaded
     processes: the wall limit is the real bound)."""
@@ -527,8 +528,9 @@ class Sandbox:
     def _rlimit_values(self, limits: Limits, nproc: bool) -> dict[str, int | tuple[int, int]]:
         vals: dict[str, int | tuple[int, int]] = {"core": 0}
         # SIGXCPU at the soft limit names the cause; SIGKILL a second later if it is ignored.
-        cpu = max(1, math.ceil(limits.effective_cpu_s()))
-        vals["cpu"] = (cpu, cpu + 1)
+        if math.isfinite(limits.effective_cpu_s()):
+            cpu = max(1, math.ceil(limits.effective_cpu_s()))
+            vals["cpu"] = (cpu, cpu + 1)
         if limits.memory_bytes is not None:
             vals["data" if self.gpu else "as"] = int(limits.memory_bytes)
         if limits.file_bytes is not None:
@@ -559,12 +561,20 @@ class Sandbox:
 
     # -- running
 
-    def run(self, command: str | Sequence[str], *, cwd: Path | str, limits: Limits | None = None,
-            env: Mapping[str, str] | None = None, stdin: str | None = None) -> RunResult:
-        """Run ``command`` (a ``str`` goes through ``/bin/bash -c``) in ``cwd`` and wait for it.
+    def start(self, command: str | Sequence[str], *, cwd: Path | str, limits: Limits | None = None,
+              env: Mapping[str, str] | None = None, pass_fds: Sequence[int] = (),
+              stdin: str | None = None) -> SandboxProcess:
+        """Start ``command`` in the sandbox and return at once; the caller talks to it over ``pass_fds``.
 
-        Never raises for what the command does; raises :class:`SandboxError` when the sandbox itself
-        cannot start (missing ``cwd``, broken bwrap).
+        Same isolation and limits as :meth:`run`. ``pass_fds`` are open descriptors of this process
+        (one end of a ``socket.socketpair()``, pipe ends) that the command inherits under the same
+        numbers, in every mode; 0-2 are the sandbox's own (stdin is ``/dev/null`` unless ``stdin``
+        is given, stdout and stderr go to the capped output buffer). The wall limit is enforced by a
+        watchdog thread; ``Limits(wall_s=math.inf)`` turns it off for a long-lived server, which the
+        caller then ends with :meth:`SandboxProcess.kill` (or by leaving its ``with`` block).
+
+        Raises :class:`SandboxError` when the sandbox cannot start (missing ``cwd``, a closed or
+        reserved descriptor in ``pass_fds``, broken bwrap).
         """
         limits = limits or Limits()
         cwd = Path(cwd).absolute()
@@ -576,16 +586,46 @@ class Sandbox:
         inner = ["/bin/bash", "-c", command] if isinstance(command, str) else [str(c) for c in command]
         if not inner:
             raise SandboxError("empty command: pass a string or a non-empty argument list")
+        fds = _check_fds(pass_fds)
 
         parent = _pids_cgroup_parent() if limits.processes is not None else None
         if parent is None and limits.processes is not None and os.geteuid() == 0:
             _warn_nproc_unenforced()
         cgroup = _PidsCgroup(parent, limits.processes) if parent is not None else None  # type: ignore[arg-type]
-        rl = self._rlimit_values(limits, nproc=cgroup is None)
         host_tmp = None if self.mode == "bwrap" else Path(tempfile.mkdtemp(prefix="cuda_gym_sbx_"))
+        try:
+            argv, run_env, preexec = self._command(inner, cwd, host_tmp, env, limits, cgroup)
+            started = time.monotonic()
+            try:
+                proc = subprocess.Popen(argv, cwd=cwd, env=run_env, stdin=subprocess.PIPE if stdin is not None
+                                        else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        start_new_session=True, close_fds=True, pass_fds=fds, preexec_fn=preexec)
+            except OSError as exc:
+                raise SandboxError(f"could not start {argv[0]}: {exc}; check the install or set "
+                                   f"{MODE_ENV}=limits") from exc
+        except BaseException:
+            _cleanup(cgroup, host_tmp)
+            raise
+        return SandboxProcess(proc, mode=self.mode, limits=limits, started=started, cgroup=cgroup,
+                              host_tmp=host_tmp, stdin=stdin)
+
+    def run(self, command: str | Sequence[str], *, cwd: Path | str, limits: Limits | None = None,
+            env: Mapping[str, str] | None = None, stdin: str | None = None) -> RunResult:
+        """Run ``command`` (a ``str`` goes through ``/bin/bash -c``) in ``cwd`` and wait for it.
+
+        :meth:`start` and :meth:`SandboxProcess.wait`. Never raises for what the command does;
+        raises :class:`SandboxError` when the sandbox itself cannot start (missing ``cwd``, broken bwrap).
+        """
+        with self.start(command, cwd=cwd, limits=limits, env=env, stdin=stdin) as proc:
+            proc.wait()
+        return proc.result()
+
+    def _command(self, inner: list[str], cwd: Path, host_tmp: Path | None, env: Mapping[str, str] | None,
+                 limits: Limits, cgroup: _PidsCgroup | None):
+        """The host argv, its environment and the pre-exec hook (rlimits where ``prlimit`` is missing)."""
         tmp = Path("/tmp") if host_tmp is None else host_tmp
         run_env = self.env_for(cwd, tmp, env)
-
+        rl = self._rlimit_values(limits, nproc=cgroup is None)
         preexec = None
         if self._prlimit:
             limit_argv = [self._prlimit, *(f"--{k}={_soft_hard(v)}" for k, v in rl.items()), "--"]
@@ -602,86 +642,205 @@ class Sandbox:
             argv = [*limit_argv, *inner]
         if cgroup is not None:
             argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.procs_file), *argv]
-        try:
-            return self._spawn(argv, cwd, run_env, stdin, limits, preexec, cgroup)
-        finally:
-            if cgroup is not None:
-                cgroup.kill_all()
-                cgroup.remove()
-            if host_tmp is not None:
-                shutil.rmtree(host_tmp, ignore_errors=True)
+        return argv, run_env, preexec
 
-    def _spawn(self, argv, cwd, env, stdin, limits, preexec, cgroup) -> RunResult:
-        start = time.monotonic()
-        try:
-            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE if stdin is not None
-                                    else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    start_new_session=True, close_fds=True, preexec_fn=preexec)
-        except OSError as exc:
-            raise SandboxError(f"could not start {argv[0]}: {exc}; check the install or set {MODE_ENV}=limits") from exc
+
+class SandboxProcess:
+    """A sandboxed command running in the background, made by :meth:`Sandbox.start`.
+
+    A supervisor thread drains stdout and stderr into the capped output buffer, enforces the wall
+    limit (kill of the whole sandbox, ``timed_out=True``), kills whatever the command left behind
+    when its main process ends, and then frees the sandbox (cgroup, private temp dir).
+
+    Attributes:
+        pid: host PID of the sandbox's outermost process (the leader of its process group).
+        mode: the sandbox mode it runs under.
+        limits: the limits it runs under.
+
+    Use it as a context manager: leaving the ``with`` block kills the sandbox and waits for it.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], *, mode: SandboxMode, limits: Limits, started: float,
+                 cgroup: _PidsCgroup | None, host_tmp: Path | None, stdin: str | None = None):
+        self.pid = proc.pid
+        self.mode: SandboxMode = mode
+        self.limits = limits
+        self._proc = proc
+        self._started = started
+        self._ended: float | None = None
+        self._cgroup = cgroup
+        self._host_tmp = host_tmp
+        self._buf = _OutputBuffer(limits.output_bytes)
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._timed_out = False
+        self._result: RunResult | None = None
+        self._error: SandboxError | None = None
         if stdin is not None:
             threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True).start()
-        buf = _OutputBuffer(limits.output_bytes)
-        timed_out = False
-        deadline = start + limits.wall_s
+        self._thread = threading.Thread(target=self._supervise, name=f"sandbox-{proc.pid}", daemon=True)
+        self._thread.start()
+
+    def __repr__(self) -> str:
+        state = "running" if self.poll() is None else f"returncode={self.poll()}"
+        return f"SandboxProcess(pid={self.pid}, mode={self.mode!r}, {state})"
+
+    def __enter__(self) -> SandboxProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+        self.wait()
+
+    @property
+    def seconds(self) -> float:
+        """Wall-clock seconds from the start to the end of the process tree (or to now, while it runs)."""
+        return (self._ended if self._ended is not None else time.monotonic()) - self._started
+
+    def poll(self) -> int | None:
+        """The exit status once the sandbox has ended and been cleaned up, else ``None``."""
+        return self._proc.returncode if self._done.is_set() else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait until the sandbox has ended (at the latest at its wall limit) and return the exit status.
+
+        Raises :class:`subprocess.TimeoutExpired` when it still runs after ``timeout`` seconds.
+        """
+        if not self._done.wait(timeout):
+            raise subprocess.TimeoutExpired(self._proc.args, timeout or 0.0)
+        return self._proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the whole sandbox: its process group, its PID namespace and its cgroup. Returns at once."""
+        if not self._done.is_set():
+            self._kill_tree()
+
+    def output(self) -> str:
+        """Stdout and stderr so far (UTF-8 with replacement, middle dropped past the output cap)."""
+        with self._lock:
+            return self._buf.text()
+
+    def result(self) -> RunResult:
+        """What the command did, once it has ended (see :meth:`wait`).
+
+        Raises :class:`SandboxError` while it still runs, or when the sandbox's own setup failed.
+        """
+        if not self._done.is_set():
+            raise SandboxError(f"sandbox process {self.pid} is still running: wait() or kill() it first")
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    # -- supervisor thread
+
+    def _kill_tree(self) -> None:
+        _killpg(self.pid)
+        if self._cgroup is not None:
+            self._cgroup.kill_all()
+
+    def _supervise(self) -> None:
+        try:
+            self._pump()
+        finally:
+            self._finish()
+
+    def _pump(self) -> None:
+        """Read output until the tree is gone; kill it at the wall limit or when its main process ends."""
+        proc = self._proc
         assert proc.stdout is not None
+        deadline = self._started + self.limits.wall_s
         fd = proc.stdout.fileno()
         os.set_blocking(fd, False)
-        sel = selectors.DefaultSelector()
-        sel.register(fd, selectors.EVENT_READ)
-        drain_until: float | None = None
-        try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            drain_until: float | None = None
             while True:
                 now = time.monotonic()
-                if proc.poll() is not None and drain_until is None:
-                    # The main process is done: nothing it started may outlive it.
-                    _killpg(proc.pid)
-                    drain_until = now + 0.5
-                if now >= deadline and drain_until is None:
-                    timed_out = True
-                    _killpg(proc.pid)
-                    if cgroup is not None:
-                        cgroup.kill_all()
-                    drain_until = now + _KILL_GRACE_S
-                limit = (drain_until if drain_until is not None else deadline) - now
-                if drain_until is not None and limit <= 0:
-                    break
-                if not sel.select(timeout=min(max(limit, 0), 0.1)):
+                if drain_until is None:
+                    if proc.poll() is not None:
+                        # The main process is done: nothing it started may outlive it.
+                        self._kill_tree()
+                        drain_until = now + 0.5
+                    elif now >= deadline:
+                        self._timed_out = True
+                        self._kill_tree()
+                        drain_until = now + _KILL_GRACE_S
+                left = (drain_until if drain_until is not None else deadline) - now
+                if drain_until is not None and left <= 0:
+                    return
+                if not sel.select(timeout=min(max(left, 0), 0.1)):
                     continue
                 try:
                     data = os.read(fd, 1 << 16)
                 except BlockingIOError:
                     continue
                 if not data:
-                    if proc.poll() is None and drain_until is None:
+                    if drain_until is None:
                         # stdout closed but the process lives on: wait for it within the deadline.
-                        sel.unregister(fd)
+                        remaining = deadline - time.monotonic()
                         try:
-                            proc.wait(timeout=max(deadline - time.monotonic(), 0))
+                            proc.wait(timeout=max(remaining, 0) if math.isfinite(remaining) else None)
                         except subprocess.TimeoutExpired:
-                            timed_out = True
-                        _killpg(proc.pid)
-                    break
-                buf.add(data)
-        finally:
-            sel.close()
+                            self._timed_out = True
+                        self._kill_tree()
+                    return
+                with self._lock:
+                    self._buf.add(data)
+
+    def _finish(self) -> None:
+        proc = self._proc
+        try:
+            assert proc.stdout is not None
             proc.stdout.close()
             if proc.poll() is None:
-                _killpg(proc.pid)
+                self._kill_tree()
             try:
                 returncode = proc.wait(timeout=_KILL_GRACE_S)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 returncode = proc.wait()
-        seconds = time.monotonic() - start
-        output = buf.text()
-        if self.mode == "unshare" and returncode == _SETUP_FAILED and "sandbox setup:" in output:
-            raise SandboxError(f"unshare sandbox setup failed: {output.strip()[-400:]}; set {MODE_ENV}=limits "
-                               "or install bubblewrap")
-        sig = _signal_of(returncode)
-        reason = _reason(limits, returncode, sig, timed_out, output, cgroup)
-        return RunResult(returncode=returncode, output=output, timed_out=timed_out, reason=reason,
-                         seconds=seconds, signal=sig, output_truncated=buf.dropped > 0, mode=self.mode)
+            if self._cgroup is not None:
+                self._cgroup.kill_all()  # members that left the process group (setsid)
+            self._ended = time.monotonic()
+            output = self.output()
+            if self.mode == "unshare" and returncode == _SETUP_FAILED and "sandbox setup:" in output:
+                self._error = SandboxError(f"unshare sandbox setup failed: {output.strip()[-400:]}; set "
+                                           f"{MODE_ENV}=limits or install bubblewrap")
+            else:
+                sig = _signal_of(returncode)
+                self._result = RunResult(
+                    returncode=returncode, output=output, timed_out=self._timed_out,
+                    reason=_reason(self.limits, returncode, sig, self._timed_out, output, self._cgroup),
+                    seconds=self._ended - self._started, signal=sig, output_truncated=self._buf.dropped > 0,
+                    mode=self.mode)
+        except Exception as exc:  # pragma: no cover - a bug here must not leave waiters hanging
+            logger.exception("sandbox supervisor of pid %d failed", self.pid)
+            self._error = SandboxError(f"sandbox supervisor failed: {exc}; please report this")
+        finally:
+            _cleanup(self._cgroup, self._host_tmp)
+            self._done.set()
+
+
+def _check_fds(pass_fds: Sequence[int]) -> tuple[int, ...]:
+    fds = tuple(sorted({int(fd) for fd in pass_fds}))
+    for fd in fds:
+        if fd < 3:
+            raise SandboxError(f"pass_fds may not contain {fd}: descriptors 0-2 are the sandbox's stdin, stdout "
+                               "and stderr; pass a descriptor >= 3 (os.dup it if needed)")
+        try:
+            os.fstat(fd)
+        except OSError as exc:
+            raise SandboxError(f"pass_fds: descriptor {fd} is not open ({exc.strerror}): pass an open one") from exc
+    return fds
+
+
+def _cleanup(cgroup: _PidsCgroup | None, host_tmp: Path | None) -> None:
+    if cgroup is not None:
+        cgroup.kill_all()
+        cgroup.remove()
+    if host_tmp is not None:
+        shutil.rmtree(host_tmp, ignore_errors=True)
 
 
 def _soft_hard(value: int | tuple[int, int]) -> str:

@@ -14,25 +14,11 @@ import pytest
 from cuda_gym.errors import SandboxError
 from cuda_gym.sandbox import GiB, MODE_ENV, Limits, Sandbox, available_modes, sandbox_mode
 
+from sandbox_helpers import cgroup_here, survivors
+
 REPO = Path(__file__).resolve().parent.parent
 MODES = available_modes()
 ISOLATING = [m for m in MODES if m != "limits"]
-
-
-def _survivors(marker: str) -> list[int]:
-    """Host processes whose command line contains ``marker``."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in cmdline and state != "Z":
-            found.append(int(proc.name))
-    return found
 
 
 @pytest.fixture(params=MODES)
@@ -268,15 +254,9 @@ def test_timeout_kills_whole_tree(mode: str, box: Path) -> None:
     assert res.timed_out
     assert res.reason == "killed after 1 s wall-time limit"
     assert res.seconds < 5
-    if mode == "limits" and not _cgroup_here():
+    if mode == "limits" and not cgroup_here():
         pytest.xfail("limits mode without a cgroup cannot catch setsid escapes")
-    assert _survivors(marker) == []
-
-
-def _cgroup_here() -> bool:
-    from cuda_gym.sandbox import _pids_cgroup_parent
-
-    return _pids_cgroup_parent() is not None
+    assert survivors(marker) == []
 
 
 def test_background_processes_die_with_command(mode: str, box: Path) -> None:
@@ -284,17 +264,17 @@ def test_background_processes_die_with_command(mode: str, box: Path) -> None:
     res = Sandbox([box], mode=mode).run(f"sleep {marker} & echo started", cwd=box, limits=Limits(wall_s=20))
     assert res.ok and "started" in res.output
     assert res.seconds < 5
-    assert _survivors(marker) == []
+    assert survivors(marker) == []
 
 
 def test_fork_bomb_is_stopped(mode: str, box: Path) -> None:
-    if os.geteuid() == 0 and not _cgroup_here():
+    if os.geteuid() == 0 and not cgroup_here():
         pytest.skip("root without a pids cgroup: RLIMIT_NPROC is not enforced for uid 0")
     marker = f"cudagymbomb{mode}"
     res = Sandbox([box], mode=mode).run(f"{marker}(){{ {marker}|{marker}& }}; {marker}; sleep 2", cwd=box,
                                         limits=Limits(wall_s=1, processes=40))
     assert "process limit reached (40 processes and threads)" in res.reason, res.reason + res.output[-500:]
-    assert _survivors(marker) == []
+    assert survivors(marker) == []
     assert subprocess.run(["true"]).returncode == 0
 
 
