@@ -250,14 +250,14 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
     import json
 
     from cuda_gym.errors import CudaGymError
-    from cuda_gym.tasks import get_task
+    from cuda_gym.tasks import get_task, task_facts
 
     try:
         task = get_task(args.task_id, path=args.path, size=args.size)
     except CudaGymError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    facts = task.facts()
+    facts = task_facts(task)
     print(f"# {task.id}  (source {task.source}, level {task.level}, code sha256 {task.code_hash[:12]})")
     for key, value in task.meta.items():
         if key != "sizes":

@@ -12,7 +12,7 @@ import pytest
 
 from cuda_gym.data import fetch
 from cuda_gym.errors import DataNotFoundError, TaskError
-from cuda_gym.tasks import facts_for, find_dataset, get_task, load_tasks
+from cuda_gym.tasks import facts_for, find_dataset, get_task, load_tasks, task_facts
 
 TASK_CODE = """import torch
 import torch.nn as nn
@@ -53,7 +53,7 @@ def test_kernelbench_levels_1_to_3(kernelbench) -> None:
 def test_kernelbench_level4_parses(data_dir: Path) -> None:
     level4 = load_tasks("kernelbench", path=data_dir, level=4)
     assert len(level4) == 20
-    facts = level4[0].facts(use_cache=False)  # needs hub weights: fails softly, without network
+    facts = task_facts(level4[0], use_cache=False)  # needs hub weights: fails softly, without network
     assert facts.total_bytes is None and "pretrained" in (facts.error or "")
 
 

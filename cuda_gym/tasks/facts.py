@@ -12,12 +12,10 @@ import os
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from cuda_gym.paths import cache_dir, write_text_atomic
-
-if TYPE_CHECKING:
-    from cuda_gym.tasks.task import Task
+from cuda_gym.tasks.task import Task  # one way: facts are about tasks; Task knows nothing of facts
 
 logger = logging.getLogger(__name__)
 
@@ -275,7 +273,12 @@ def store_facts(task: Task, facts: TaskFacts) -> None:
 
 
 def task_facts(task: Task, *, use_cache: bool = True) -> TaskFacts:
-    """Facts of one task, from the cache when present (see ``Task.facts``)."""
+    """Sizes of one task's inputs, parameters and outputs, traced on the meta device (no real memory).
+
+    Fields are ``None`` where tracing fails (data-dependent ops, ``.item()``, missing packages);
+    ``error`` says why. Results are cached in ``cache_dir()/facts/<code_hash>.json`` unless
+    ``use_cache`` is False.
+    """
     if use_cache:
         hit = cached_facts(task)
         if hit is not None:

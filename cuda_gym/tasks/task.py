@@ -9,12 +9,9 @@ import itertools
 import sys
 import types
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from cuda_gym.errors import TaskError
-
-if TYPE_CHECKING:
-    from cuda_gym.tasks.facts import TaskFacts
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 """The top-level names every task program must define."""
@@ -194,16 +191,6 @@ class Task:
             get_init_inputs=lambda: _as_list(get_init_inputs()),
             namespace=namespace,
         )
-
-    def facts(self, *, use_cache: bool = True) -> TaskFacts:
-        """Sizes of inputs, parameters and outputs, traced on the meta device (no real memory).
-
-        Fields are ``None`` where tracing fails (data-dependent ops, ``.item()``, missing packages);
-        ``error`` says why. Results are cached in ``cache_dir()/facts/<code_hash>.json``.
-        """
-        from cuda_gym.tasks.facts import task_facts
-
-        return task_facts(self, use_cache=use_cache)
 
     @property
     def sizes(self) -> dict[str, dict[str, Any]]:
