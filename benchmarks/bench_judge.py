@@ -26,7 +26,7 @@ def run(repeats: int = 10, device: str | None = None) -> dict:
     """Judge the demo solution (a workspace) ``repeats`` times, each in a fresh process; return the summary."""
     import torch
 
-    from cuda_gym.demo import demo_solution
+    from cuda_gym.baselines.agents import demo_solution
     from cuda_gym.judge import Judge, JudgeConfig
     from cuda_gym.judge.config import TIMING_METHOD
     from cuda_gym.tasks import get_task

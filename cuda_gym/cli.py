@@ -81,14 +81,14 @@ def _add_demo_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _play_help() -> str:
-    from cuda_gym.demo import PLAY_HELP
+    from cuda_gym.play import PLAY_HELP
 
     return PLAY_HELP
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """``cuda-gym demo``: a scripted episode; exit code 0 when it scores at least 1."""
-    from cuda_gym.demo import run_demo
+    from cuda_gym.baselines.demo import run_demo  # the agents live above the engine: imported here only
 
     def show(action: str, observation: str) -> None:
         if args.quiet:
@@ -110,7 +110,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     import cuda_gym  # noqa: F401  (registers the ids)
-    from cuda_gym.demo import PLAY_HELP, edit_in_editor, parse_play_line, write_action
+    from cuda_gym.play import PLAY_HELP, edit_in_editor, parse_play_line, write_action
 
     kwargs: dict = {}
     if args.device:

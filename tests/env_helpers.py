@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cuda_gym.demo import demo_solution
+from cuda_gym.baselines.agents import demo_solution
 from cuda_gym.tools import format_tool_call
 from cuda_gym.wrappers import write_files_command
 

@@ -1,13 +1,18 @@
-"""`cuda-gym demo` (a scripted honest episode) and `cuda-gym play` driven through piped stdin."""
+"""`cuda-gym demo` (the replay agent's honest episode), the Agent interface, and `cuda-gym play`
+driven through piped stdin."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import gymnasium as gym
+
+from cuda_gym.baselines.agents import Agent, ReplayAgent, demo_solution, run_episode, scripted_actions
+from cuda_gym.baselines.demo import run_demo
 from cuda_gym.cli import main
-from cuda_gym.demo import demo_solution, parse_play_line, run_demo, scripted_actions
-from env_helpers import HACK_MODEL_NEW
+from cuda_gym.play import parse_play_line
+from env_helpers import CPU_ID, HACK, HACK_MODEL_NEW, TASK_ID, write_all
 
 
 def test_demo_solutions_ship_for_both_flavours() -> None:
@@ -25,6 +30,20 @@ def test_run_demo_on_the_cpu_scores_at_least_one() -> None:
     assert result.env_id == "CpuKernel-Builtin-v0" and result.reward >= 1
     assert result.info["passed"] and result.steps == len(scripted_actions(demo_solution("cpu")))
     assert "profile" in result.transcript and len(seen) == result.steps + 1
+
+
+def test_replay_agent_plays_an_episode_through_the_agent_interface() -> None:
+    agent = ReplayAgent([write_all(HACK)])
+    assert isinstance(agent, Agent)
+    env = gym.make(CPU_ID, task_ids=[TASK_ID], max_turns=4)
+    try:
+        episode = run_episode(env, agent, seed=0)  # the hack, then submit once the list is used up
+        assert episode.terminated and episode.steps == 2 and episode.reward == -1
+        assert "torch-compute" in episode.info["violation"] and episode.info["milestone"] == -1
+        again = run_episode(env, agent, seed=0, max_steps=1)  # reset starts the list over
+        assert again.steps == 1 and not again.terminated and again.info["tool"] == "bash"
+    finally:
+        env.close()
 
 
 def test_cli_demo_prints_the_reward(capsys) -> None:

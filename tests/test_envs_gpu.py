@@ -40,7 +40,7 @@ def _save_transcript(name: str, payload: dict[str, Any]) -> None:
 
 
 def test_demo_reaches_reward_2_or_3() -> None:
-    from cuda_gym.demo import run_demo
+    from cuda_gym.baselines.demo import run_demo
 
     result = run_demo("cuda")
     _save_transcript("demo", {"reward": result.reward, "info": result.info, "transcript": result.transcript})
