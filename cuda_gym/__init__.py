@@ -6,10 +6,13 @@ __version__ = "0.1.0"
 
 from cuda_gym.errors import (  # noqa: E402
     BuildError,
+    ConfigError,
     CudaGymError,
     DataNotFoundError,
+    EpisodeOverError,
     JudgeError,
     SandboxError,
+    SolutionFormatError,
     TaskError,
     ToolError,
 )
@@ -17,10 +20,13 @@ from cuda_gym.errors import (  # noqa: E402
 __all__ = [
     "__version__",
     "BuildError",
+    "ConfigError",
     "CudaGymError",
     "DataNotFoundError",
+    "EpisodeOverError",
     "JudgeError",
     "SandboxError",
+    "SolutionFormatError",
     "TaskError",
     "ToolError",
 ]

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import gymnasium as gym
 
-from cuda_gym.envs.config import ConfigError, KernelEnvConfig
+from cuda_gym.envs.config import KernelEnvConfig
 from cuda_gym.envs.spaces import PrintableText
-from cuda_gym.errors import CudaGymError, JudgeError
+from cuda_gym.errors import ConfigError, CudaGymError, EpisodeOverError, JudgeError
 from cuda_gym.reward import TerminalReward
 from cuda_gym.text import clean_output
+from cuda_gym.vocab import indexed_device
 
 if TYPE_CHECKING:
     from cuda_gym.judge.result import JudgeResult
@@ -21,10 +22,6 @@ if TYPE_CHECKING:
     from cuda_gym.workspace import Workspace
 
 logger = logging.getLogger(__name__)
-
-
-class EpisodeOverError(CudaGymError, RuntimeError):
-    """``step`` was called after the episode terminated or was truncated: call ``reset()`` first."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -139,7 +136,7 @@ def make_judge(config: KernelEnvConfig) -> tuple[Any, bool]:
             )
         if isinstance(settings, JudgeConfig):
             return LazyJudge(settings, settings.device), True
-        return LazyJudge(dict(settings or {}), _judge_device(config.device)), True
+        return LazyJudge(dict(settings or {}), indexed_device(config.device)), True
     if all(hasattr(settings, name) for name in ("verify", "profile", "submit")):
         return settings, False
     raise ConfigError(
@@ -151,10 +148,6 @@ def make_judge(config: KernelEnvConfig) -> tuple[Any, bool]:
 def _from_cache(result: "JudgeResult") -> bool:
     """Whether the judge answered from its judgement cache (an identical earlier submission)."""
     return result.fingerprint.get("judgement") == "cache"
-
-
-def _judge_device(device: str) -> str:
-    return "cuda:0" if device == "cuda" else device
 
 
 def make_reward_fn(config: KernelEnvConfig) -> TerminalReward:

@@ -7,8 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from cuda_gym.errors import CudaGymError
+from cuda_gym.errors import ConfigError
 from cuda_gym.reward import DEFAULT_THRESHOLD, REWARDS, RewardFn
+from cuda_gym.vocab import Flavour, Size, check_device, check_size, flavour_of
+
+__all__ = ["REWARDS", "ConfigError", "KernelEnvConfig"]  # ConfigError itself lives in cuda_gym.errors
 
 
 @dataclass
@@ -27,7 +30,7 @@ class KernelEnvConfig:
     data_path: str | Path | None = None
     """Where the task set lives (a folder or file); ``None`` searches ``CUDA_GYM_DATA_DIR`` and the cache."""
 
-    size: str = "default"
+    size: Size = "default"
     """Problem size of builtin tasks: ``small`` (fast on a CPU) or ``default`` (GPU-sized)."""
 
     task_ids: Sequence[str] | None = None
@@ -71,10 +74,8 @@ class KernelEnvConfig:
             raise ConfigError(f"unknown reward {self.reward!r}: use one of {', '.join(REWARDS)} or a function")
         if not self.reward_threshold > 0:
             raise ConfigError(f"reward_threshold must be positive (1.05: more than 5% faster), got {self.reward_threshold}")
-        if self.size not in ("small", "default"):
-            raise ConfigError(f"size must be 'small' or 'default', got {self.size!r}")
-        if not (self.device == "cpu" or self.device == "cuda" or self.device.startswith("cuda:")):
-            raise ConfigError(f"device must be 'cuda', 'cuda:N' or 'cpu', got {self.device!r}")
+        check_size(self.size)
+        check_device(self.device)
         if self.observation_max_length < 1024:
             raise ConfigError("observation_max_length must be >= 1024 so tool outputs fit")
         self.tool_output_limit = min(self.tool_output_limit, self.observation_max_length)
@@ -82,9 +83,9 @@ class KernelEnvConfig:
             self.task_ids = [self.task_ids]
 
     @property
-    def flavour(self) -> str:
+    def flavour(self) -> Flavour:
         """Workspace flavour that follows the device: ``cuda`` or ``cpu``."""
-        return "cpu" if self.device == "cpu" else "cuda"
+        return flavour_of(self.device)
 
     @classmethod
     def build(cls, config: "KernelEnvConfig | Mapping[str, Any] | None" = None, **overrides: Any) -> "KernelEnvConfig":
@@ -103,7 +104,3 @@ class KernelEnvConfig:
                 f"unknown env setting(s) {', '.join(unknown)}; valid settings: {', '.join(sorted(known))}"
             )
         return cls(**base)
-
-
-class ConfigError(CudaGymError, ValueError):
-    """An env setting is invalid; the message names the valid values."""

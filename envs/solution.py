@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from cuda_gym.errors import ToolError
+from cuda_gym.errors import SolutionFormatError
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.MULTILINE)
 _PATH = re.compile(r"^(?:\./)?[\w.\-]+(?:/[\w.\-]+)*$")
@@ -43,10 +43,6 @@ class Solution:
 
     files: dict[str, str] = field(default_factory=dict)
     single_file: str | None = None
-
-
-class SolutionFormatError(ToolError):
-    """An answer holds no solution in either form; the message shows the expected format."""
 
 
 FORMAT_HELP = (

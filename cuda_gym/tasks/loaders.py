@@ -15,6 +15,7 @@ from typing import Any, Iterable, Sequence
 from cuda_gym.errors import DataNotFoundError, TaskError
 from cuda_gym.paths import DATA_ENV, data_roots
 from cuda_gym.tasks.task import Task, check_code
+from cuda_gym.vocab import Size, check_size
 
 logger = logging.getLogger(__name__)
 
@@ -303,7 +304,7 @@ def load_tasks(
     *,
     path: str | os.PathLike[str] | None = None,
     level: int | Sequence[int] | None = None,
-    size: str = "default",
+    size: Size = "default",
     dedup: bool = True,
     strict: bool = False,
 ) -> TaskSet:
@@ -328,8 +329,7 @@ def load_tasks(
     """
     if source not in SOURCES:
         raise TaskError(f"unknown task source {source!r}; choose one of {', '.join(SOURCES)}")
-    if size not in ("small", "default"):
-        raise TaskError(f"unknown size {size!r}; choose 'small' or 'default'")
+    check_size(size)
     levels = _levels(level)
     if source == "builtin":
         rows = _builtin_rows()
@@ -375,7 +375,7 @@ def load_tasks(
     return result
 
 
-def get_task(task_id: str, *, path: str | os.PathLike[str] | None = None, size: str | None = None) -> Task:
+def get_task(task_id: str, *, path: str | os.PathLike[str] | None = None, size: Size | None = None) -> Task:
     """The task with id ``task_id`` (``builtin/softmax``, ``kernelbench/L1/23_Softmax``, ``ops6k/00042``,
     ``custom/<stem>`` with ``path``).
 
@@ -399,6 +399,6 @@ def get_task(task_id: str, *, path: str | os.PathLike[str] | None = None, size: 
         near = difflib.get_close_matches(task_id, [t.id for t in tasks], n=5, cutoff=0.6)
         hint = f"; similar: {', '.join(near)}" if near else "; list them with `cuda-gym tasks list`"
         raise TaskError(f"no task {task_id!r} in {source}{hint}") from None
-    if size is not None and size != task.meta.get("size", "default"):
+    if size is not None and check_size(size) != task.meta.get("size", "default"):
         task = task.resized(size)
     return task

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from cuda_gym.errors import TaskError
+from cuda_gym.vocab import Size
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 """The top-level names every task program must define."""
@@ -208,7 +209,7 @@ class Task:
         meta["overrides"] = {**meta.get("overrides", {}), **values}
         return Task(self.id, self.source, self.level, self.name, code, meta)
 
-    def resized(self, size: str) -> Task:
+    def resized(self, size: Size) -> Task:
         """This task at a named size (``"small"`` or ``"default"``), for tasks that declare sizes.
 
         The code stays a plain KernelBench-style file: only the constants' values change.
