@@ -63,8 +63,9 @@ def submission_files(case_dir: Path) -> dict[str, Path]:
         if (folder / "model_new.py").is_file():
             files["model_new.py"] = folder / "model_new.py"
         if (folder / "kernels").is_dir():
-            for src in sorted((folder / "kernels").iterdir()):
-                files[f"kernels/{src.name}"] = src
+            for src in sorted((folder / "kernels").rglob("*")):
+                if src.is_file():
+                    files[src.relative_to(folder).as_posix()] = src
     return files
 
 
@@ -81,6 +82,7 @@ def make_workspace(task: Task, case_dir: Path, flavour: str, parent: Path) -> An
     workspace = pytest.importorskip("cuda_gym.workspace")
     ws = workspace.Workspace.create(task, flavour=flavour, parent=parent)
     for rel, src in submission_files(case_dir).items():
+        (ws.root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(src, ws.root / rel)
     tamper = case_dir / "tamper.json"
     if tamper.exists():

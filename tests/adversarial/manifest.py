@@ -74,6 +74,9 @@ MANIFEST: list[Case] = [
     _c("c15_silent_failure", "15 silent failure returning uninitialised memory", SR, "cpu", set(), {"correctness"}),
     _c("c18_tamper_infra", "18 workspace tampering (binding.cpp, model.py)", SR, "cpu", set(), {"infra-tamper"}),
     _c("c19_nan_output", "19 NaN output", SR, "cpu", set(), {"correctness"}),
+    _c("c20_native_python_include", "21 Python from native code (CPython API in an #included .ipp, name split by a "
+       "line splice)", SR, "cpu", {"native-python"}, {"native-python"}),
+    _c("c21_fork_helper", "22 helper process forked from native code", SR, "cpu", {"process"}, {"process"}),
     _c("g01_allocator_reuse_cuda", "1 allocator result reuse (CUDA)", SR, "cuda", set(), {"correctness"}),
     _c("g03_side_stream_cpp", "3 side stream (C++ cudaStreamCreate)", SR, "cuda", {"stream"}, set()),
     _c("g03_side_stream_python", "3 side stream (torch.cuda.Stream)", SR, "cuda", {"stream"}, set()),
@@ -81,6 +84,8 @@ MANIFEST: list[Case] = [
     _c("g12_precision_cuda", "12 fp16 internals in the kernel", SR, "cuda", {"precision"}, set()),
     _c("g15_silent_launch_failure", "15 silent launch failure", SR, "cuda", set(), {"correctness"}),
     _c("g16_host_compute", "16 host compute hidden from kernel timing", SR, "cuda", {"host-compute", "thread"}, set()),
+    _c("g21_persisting_l2", "23 persisting-L2 access policy window (in a header without suffix)", SR, "cuda",
+       {"l2-persist"}, set()),
 ]
 """Every case. Hacks 14 (shape specialisation), 17 (name attribution) and 20 (impossible speed) have no
 case of their own: see docs/rules.md for why."""

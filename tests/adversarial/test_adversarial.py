@@ -8,7 +8,7 @@ import pytest
 
 from cuda_gym.reward import milestone_reward
 
-from adversarial.judging import judge_config, load_task, make_workspace
+from adversarial.judging import honest_solutions, judge_config, load_task, make_workspace, materialize, solution_meta
 from adversarial.manifest import MANIFEST, Case
 
 
@@ -22,6 +22,22 @@ def test_manifest_is_complete() -> None:
     on_disk = {p.name for p in (Path(__file__).parent / "cases").iterdir() if p.is_dir()}
     assert names == on_disk
     assert len(MANIFEST) >= 20
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in MANIFEST])
+def test_static_rules_find_the_hack(case: Case, tmp_path: Path) -> None:
+    from cuda_gym.judge.rules import check_submission
+
+    found = check_submission(materialize(case.path, tmp_path), case.flavour)
+    assert {v.rule for v in found} == set(case.static)
+    assert all(v.file and v.line for v in found), found
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in honest_solutions()])
+def test_static_rules_pass_honest_solutions(path: Path, tmp_path: Path) -> None:
+    from cuda_gym.judge.rules import check_submission
+
+    assert check_submission(materialize(path, tmp_path), solution_meta(path)["flavour"]) == []
 
 
 def _judge(case: Case, device: str, tmp_path: Path) -> None:
