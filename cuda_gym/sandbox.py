@@ -1,8 +1,10 @@
-"""Running untrusted commands: bubblewrap/unshare isolation, resource limits, capped output."""
+"""Running untrusted commands: bubblewrap/unshare isolation, per-sandbox limits, capped output."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
+import json
 import logging
 import math
 import os
@@ -22,13 +24,16 @@ from pathlib import Path
 from typing import Literal
 
 from cuda_gym.errors import SandboxError
+from cuda_gym.host import find_cuda_home
 
 logger = logging.getLogger(__name__)
 
 SandboxMode = Literal["bwrap", "unshare", "limits"]
 MODES: tuple[SandboxMode, ...] = ("bwrap", "unshare", "limits")
 MODE_ENV = "CUDA_GYM_SANDBOX"
-"""Environment variable that forces a mode (``bwrap``, ``unshare`` or ``limits``)."""
+"""Environment variable that forces a mode (``bwrap``, ``unshare`` or ``limits``). ``limits`` (resource
+limits only, no isolation) is used only when forced: with neither bwrap nor unshare working,
+:func:`sandbox_mode` raises rather than run agent code with weaker isolation."""
 
 GiB = 2**30
 PASSTHROUGH_ENV = ("CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "LD_LIBRARY_PATH")
@@ -49,6 +54,8 @@ DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 """Device nodes of the minimal ``/dev`` (NVIDIA nodes are added for ``gpu=True``)."""
 
 _SETUP_FAILED = 125
+_INIT = Path(__file__).with_name("_sandbox_init.py")
+"""The init of unshare mode: builds the private root from the mount plan, then runs the command."""
 _KILL_GRACE_S = 2.0
 
 
@@ -63,8 +70,10 @@ class Limits:
     """CPU seconds per process (RLIMIT_CPU); ``None`` means ``2 * wall_s`` (room for multi-threaded
     processes: the wall limit is the real bound)."""
     memory_bytes: int | None = 8 * GiB
-    """Memory per process: RLIMIT_AS for CPU runs; RLIMIT_DATA for ``gpu=True`` runs, because CUDA
-    reserves terabytes of virtual address space that RLIMIT_AS would refuse."""
+    """Memory of the whole sandbox: its processes together, their tmpfs files included (a cgroup
+    ``memory.max``/``memory.limit_in_bytes`` where one can be made); and of each process (RLIMIT_AS
+    for CPU runs; RLIMIT_DATA for ``gpu=True`` runs, because CUDA reserves terabytes of virtual address
+    space that RLIMIT_AS would refuse)."""
     processes: int | None = 512
     """Processes and threads of the whole command: a cgroup ``pids.max`` where one can be made,
     else RLIMIT_NPROC (counted per user namespace under bwrap; not enforced for root without a cgroup)."""
@@ -74,6 +83,11 @@ class Limits:
     """Open file descriptors per process (RLIMIT_NOFILE)."""
     output_bytes: int = 2**20
     """Output kept in memory: the first and last halves of this many bytes; the middle is dropped."""
+    tmpfs_bytes: int | None = 1 * GiB
+    """Size of each private tmpfs (``/tmp``, ``/dev/shm``, ``/run``) in bwrap and unshare modes."""
+    disk_bytes: int | None = None
+    """Bytes the writable paths may hold after the command (checked when it ends, links not followed):
+    over it, ``reason`` says so (the files stay; the caller decides what to do)."""
 
     def effective_cpu_s(self) -> float:
         """The CPU limit in force: ``cpu_s``, or twice the wall limit when it is ``None``."""
@@ -140,7 +154,7 @@ def _bwrap_works() -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _unshare_works() -> bool:
-    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("unshare", "setpriv", "mount", "prlimit")):
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("unshare", "setpriv")):
         return False
     try:
         tmp = Path(tempfile.mkdtemp(prefix="cuda_gym_probe_"))
@@ -175,23 +189,28 @@ def _detect_mode(forced: str | None) -> SandboxMode:
     elif _unshare_works():
         mode = "unshare"
     else:
-        mode = "limits"
-    if mode != "bwrap":
-        logger.warning("sandbox mode is %r, not bwrap: %s. Install bubblewrap for full isolation (see docs/sandbox.md).",
-                       mode, "network and PID isolation, read-only mounts, limits; the home directory stays readable"
-                       if mode == "unshare" else "only resource limits, no filesystem or network isolation")
+        raise SandboxError("no isolating sandbox works here: install bubblewrap (apt-get install bubblewrap), or "
+                           "run as root with util-linux (unshare, setpriv, mount, prlimit); to run agent code with "
+                           f"resource limits only and no isolation, set {MODE_ENV}=limits")
+    if mode == "unshare":
+        logger.info("sandbox mode is 'unshare' (bubblewrap not usable): same isolation, built by the package's "
+                    "own init (see docs/sandbox.md)")
+    elif mode == "limits":
+        logger.warning("sandbox mode is 'limits' (%s=limits): only resource limits, no filesystem, network or "
+                       "process isolation; use it only for trusted code", MODE_ENV)
     return mode
 
 
 def available_modes() -> list[SandboxMode]:
-    """Every mode that works on this machine, strongest first (``limits`` always works)."""
+    """Every mode that works on this machine, strongest first (``limits`` always works, when forced)."""
     return [m for m, ok in (("bwrap", _bwrap_works()), ("unshare", _unshare_works()), ("limits", True)) if ok]
 
 
 def sandbox_mode() -> SandboxMode:
-    """The isolation used here: ``bwrap``, ``unshare`` or ``limits`` (or what ``$CUDA_GYM_SANDBOX`` forces).
+    """The isolation used here: ``bwrap``, else ``unshare``, or what ``$CUDA_GYM_SANDBOX`` forces.
 
-    The probe runs once per process; a warning is logged once when the mode is not ``bwrap``.
+    The probe runs once per process. Raises :class:`SandboxError` when no isolating mode works and
+    ``limits`` is not forced.
     """
     return _detect_mode(os.environ.get(MODE_ENV) or None)
 
@@ -229,20 +248,27 @@ def _own_cgroup(controller: str | None) -> str:
     return ""
 
 
+_CGROUP_LIMIT_FILES = {("pids", 1): ("pids.max", "8"), ("pids", 2): ("pids.max", "8"),
+                       ("memory", 1): ("memory.limit_in_bytes", "-1"), ("memory", 2): ("memory.max", "max")}
+"""Per controller and cgroup version: the limit file and a harmless value written by the probe."""
+
+
 @functools.lru_cache(maxsize=None)
-def _pids_cgroup_parent() -> Path | None:
-    """A cgroup directory under which we may create children with a ``pids.max`` (probed once)."""
-    candidates = [m / _own_cgroup("pids") for m in _mount_points("cgroup", "pids")]
-    candidates += [m / _own_cgroup(None) for m in _mount_points("cgroup2")]
-    for parent in candidates:
+def _cgroup_parent(controller: str) -> tuple[Path, int] | None:
+    """A cgroup directory (and its cgroup version) under which we may create children that limit
+    ``controller`` (``pids`` or ``memory``); probed once."""
+    candidates = [(m / _own_cgroup(controller), 1) for m in _mount_points("cgroup", controller)]
+    candidates += [(m / _own_cgroup(None), 2) for m in _mount_points("cgroup2")]
+    for parent, version in candidates:
+        limit_file, value = _CGROUP_LIMIT_FILES[(controller, version)]
         probe = parent / f"cuda_gym-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
             probe.mkdir()
         except OSError:
             continue
         try:
-            (probe / "pids.max").write_text("8\n")
-            return parent
+            (probe / limit_file).write_text(f"{value}\n")
+            return parent, version
         except OSError:
             continue
         finally:
@@ -253,6 +279,12 @@ def _pids_cgroup_parent() -> Path | None:
     return None
 
 
+def _pids_cgroup_parent() -> Path | None:
+    """The parent of per-sandbox pids cgroups, or ``None`` where none can be made here."""
+    found = _cgroup_parent("pids")
+    return found[0] if found else None
+
+
 @functools.lru_cache(maxsize=None)
 def _warn_nproc_unenforced() -> None:
     logger.warning("running as root without a writable pids cgroup: the process limit is not enforced "
@@ -260,36 +292,78 @@ def _warn_nproc_unenforced() -> None:
                    "Give the container a writable cgroup or run as a non-root user (see docs/sandbox.md).")
 
 
-class _PidsCgroup:
-    """One run's cgroup: caps the number of tasks and kills every member at the end."""
+@functools.lru_cache(maxsize=None)
+def _warn_memory_per_process() -> None:
+    logger.warning("no writable memory cgroup here: the memory limit holds per process only (RLIMIT_AS/DATA), "
+                   "so several processes of one command may together use more. Give the container a writable "
+                   "cgroup (see docs/sandbox.md).")
 
-    def __init__(self, parent: Path, max_pids: int):
-        self.path = parent / f"cuda_gym-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-        self.path.mkdir()
-        (self.path / "pids.max").write_text(f"{max_pids}\n")
+
+class _Cgroups:
+    """One sandbox's cgroups: one per hierarchy (cgroup v1 has one per controller, v2 one for all).
+
+    They cap the number of tasks (``pids``) and the memory of all processes together (``memory``),
+    and let the sandbox kill every member at the end, also those that left its process group.
+    """
+
+    def __init__(self, max_pids: int | None, memory_bytes: int | None):
+        self.dirs: dict[str, tuple[Path, int]] = {}
+        name = f"cuda_gym-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        try:
+            for controller, value in (("pids", max_pids), ("memory", memory_bytes)):
+                found = _cgroup_parent(controller) if value is not None else None
+                if found is None:
+                    continue
+                parent, version = found
+                path = parent / name
+                if not path.is_dir():
+                    path.mkdir()
+                (path / _CGROUP_LIMIT_FILES[(controller, version)][0]).write_text(f"{value}\n")
+                if controller == "memory" and version == 2:
+                    _try_write(path / "memory.swap.max", "0")
+                elif controller == "memory":
+                    _try_write(path / "memory.memsw.limit_in_bytes", str(value))
+                self.dirs[controller] = (path, version)
+        except OSError:
+            self.remove()
+            raise
+
+    def __bool__(self) -> bool:
+        return bool(self.dirs)
+
+    def has(self, controller: str) -> bool:
+        """True when the sandbox has a cgroup limiting ``controller``."""
+        return controller in self.dirs
 
     @property
-    def procs_file(self) -> Path:
-        return self.path / "cgroup.procs"
+    def procs_files(self) -> list[Path]:
+        """The ``cgroup.procs`` file of each of its cgroups (a process joins by writing its PID to each)."""
+        return sorted({path / "cgroup.procs" for path, _ in self.dirs.values()})
 
-    def limit_hit(self) -> bool:
+    def limit_hit(self, controller: str) -> bool:
+        """True when the kernel refused a fork (``pids``) or OOM-killed a member (``memory``)."""
+        if controller not in self.dirs:
+            return False
+        path, version = self.dirs[controller]
+        name, pattern = {"pids": ("pids.events", r"^max (\d+)"),
+                         "memory": ("memory.events" if version == 2 else "memory.oom_control", r"^oom_kill (\d+)")}[
+            controller]
         try:
-            m = re.search(r"^max (\d+)", (self.path / "pids.events").read_text(), re.M)
+            m = re.search(pattern, (path / name).read_text(), re.M)
         except OSError:
             return False
         return bool(m and int(m.group(1)) > 0)
 
     def kill_all(self) -> None:
-        kill_file = self.path / "cgroup.kill"
-        if kill_file.exists():
-            try:
-                kill_file.write_text("1\n")
-            except OSError:
-                pass
+        """SIGKILL every member, until none is left (5 s at most)."""
+        if not self.dirs:
+            return
+        path = next(iter(self.dirs.values()))[0]
+        _try_write(path / "cgroup.kill", "1")
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             try:
-                pids = [int(p) for p in self.procs_file.read_text().split()]
+                pids = [int(p) for p in (path / "cgroup.procs").read_text().split()]
             except OSError:
                 return
             if not pids:
@@ -300,18 +374,29 @@ class _PidsCgroup:
                 except ProcessLookupError:
                     pass
             time.sleep(0.01)
-        logger.warning("processes of %s survived SIGKILL for 5 s", self.path)
+        logger.warning("processes of %s survived SIGKILL for 5 s", path)
 
     def remove(self) -> None:
-        for _ in range(50):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.02)
-        logger.warning("could not remove cgroup %s", self.path)
+        """Remove its (empty) cgroups."""
+        for path in {p for p, _ in self.dirs.values()}:
+            for _ in range(50):
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+            else:
+                logger.warning("could not remove cgroup %s", path)
+
+
+def _try_write(path: Path, value: str) -> None:
+    try:
+        if path.exists():
+            path.write_text(f"{value}\n")
+    except OSError:
+        pass
 
 
 # --------------------------------------------------------------------------- host paths
@@ -319,9 +404,7 @@ class _PidsCgroup:
 
 @functools.lru_cache(maxsize=None)
 def _cuda_home() -> Path | None:
-    """The CUDA toolkit the build uses (:func:`cuda_gym.build.find_cuda_home`), so both agree."""
-    from cuda_gym.build import find_cuda_home
-
+    """The CUDA toolkit the build uses (:func:`cuda_gym.host.find_cuda_home`), so both agree."""
     return find_cuda_home()
 
 
@@ -435,7 +518,6 @@ class Sandbox:
             raise SandboxError(f"unknown sandbox mode {mode!r}: use one of {', '.join(MODES)}")
         self.mode: SandboxMode = mode or sandbox_mode()
         self._prlimit = shutil.which("prlimit")
-        self._static_args = self._bwrap_static_args() if self.mode == "bwrap" else []
 
     def __repr__(self) -> str:
         return (f"Sandbox(mode={self.mode!r}, writable={[str(p) for p in self.writable]}, "
@@ -443,40 +525,63 @@ class Sandbox:
 
     # -- command construction
 
-    def _bwrap_static_args(self) -> list[str]:
+    def mount_plan(self, limits: Limits | None = None) -> list[tuple]:
+        """The filesystem a command sees, as ordered steps; bwrap and unshare mode both carry them out.
+
+        Steps: ``("ro", src, dst)`` read-only bind (every submount too), ``("ro-try", src, dst)`` the
+        same when ``src`` exists, ``("rw", src, dst)``, ``("dev-bind", src, dst)``, ``("symlink",
+        target, path)``, ``("tmpfs", path, size_bytes)``, ``("proc", path)`` a fresh ``/proc``,
+        ``("proc-ro", path)`` a part of it made read-only, ``("dev", nodes)`` a minimal ``/dev``,
+        ``("remount-ro", path)``. Everything not named stays out of the sandbox.
+        """
+        size = (limits or Limits()).tmpfs_bytes
+        plan: list[tuple] = [("ro", "/usr", "/usr")]
+        for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            p = Path("/") / name
+            if p.is_symlink():
+                plan.append(("symlink", os.readlink(p), str(p)))
+            elif p.is_dir():
+                plan.append(("ro", str(p), str(p)))
+        # An empty /tmp first: binds below it (the package itself when it lives under /tmp, as in a
+        # CI clone there) must land on top of it, not be hidden by it.
+        plan.append(("tmpfs", "/tmp", size))
+        plan += [("ro", str(p), str(p)) for p in (Path("/etc") / name for name in ETC_FILES) if p.exists()]
+        plan += [("ro", extra, extra) for extra in ("/opt", "/sys/devices/system/cpu") if Path(extra).is_dir()]
+        plan += [("ro", str(p), str(p)) for p in _runtime_paths()]
+        plan += [("proc", "/proc"), ("dev", list(DEV_NODES)), ("tmpfs", "/dev/shm", size)]
+        plan += [("proc-ro", f"/proc/{name}") for name in PROC_READONLY if Path("/proc", name).exists()]
+        if self.gpu:
+            if Path("/sys").is_dir():
+                plan.append(("ro", "/sys", "/sys"))
+            plan += [("dev-bind", f"/dev/{name}", f"/dev/{name}") for name in self._gpu_devices()]
+        plan.append(("tmpfs", "/run", size))
+        plan += [("rw", str(p), str(p)) for p in self.writable]
+        plan += [("ro-try", str(p), str(p)) for p in self.readonly]
+        plan += [("remount-ro", "/dev"), ("remount-ro", "/")]
+        return plan
+
+    def _bwrap_args(self, limits: Limits) -> list[str]:
         exe = shutil.which("bwrap") or "bwrap"
         # As root, bwrap keeps every capability inside its user namespace, enough to remount the
         # read-only binds writable: drop them all.
         args = [exe, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         if self.network:
             args.append("--share-net")
-        args += _bwrap_base_args()
-        # An empty /tmp first: binds below it (the package itself when it lives under /tmp, as in a
-        # CI clone there) must land on top of it, not be hidden by it.
-        args += ["--tmpfs", "/tmp"]
-        for name in ETC_FILES:
-            p = Path("/etc") / name
-            if p.exists():
-                args += ["--ro-bind", str(p), str(p)]
-        for extra in ("/opt", "/sys/devices/system/cpu"):
-            if Path(extra).is_dir():
-                args += ["--ro-bind", extra, extra]
-        for p in _runtime_paths():
-            args += ["--ro-bind", str(p), str(p)]
-        args += ["--proc", "/proc", "--dev", "/dev"]
-        for name in PROC_READONLY:
-            if Path("/proc", name).exists():
-                args += ["--ro-bind", f"/proc/{name}", f"/proc/{name}"]
-        if self.gpu:
-            if Path("/sys").is_dir():
-                args += ["--ro-bind", "/sys", "/sys"]
-            for name in self._gpu_devices():
-                args += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
-        for p in self.writable:
-            args += ["--bind", str(p), str(p)]
-        for p in self.readonly:
-            args += ["--ro-bind-try", str(p), str(p)]
-        args += ["--remount-ro", "/"]
+        flags = {"ro": "--ro-bind", "ro-try": "--ro-bind-try", "rw": "--bind", "dev-bind": "--dev-bind",
+                 "symlink": "--symlink"}
+        for kind, *rest in self.mount_plan(limits):
+            if kind in flags:
+                args += [flags[kind], *rest]
+            elif kind == "tmpfs":
+                args += [*(["--size", str(rest[1])] if rest[1] else []), "--tmpfs", rest[0]]
+            elif kind == "proc":
+                args += ["--proc", rest[0]]
+            elif kind == "proc-ro":  # bwrap binds the host's /proc part read-only over the fresh one
+                args += ["--ro-bind", rest[0], rest[0]]
+            elif kind == "dev":
+                args += ["--dev", "/dev"]
+            elif kind == "remount-ro":
+                args += ["--remount-ro", rest[0]]
         return args
 
     @staticmethod
@@ -485,45 +590,15 @@ class Sandbox:
         names = [p.name for p in sorted(Path("/dev").glob("nvidia*"))]
         return names + (["dri"] if Path("/dev/dri").exists() else [])
 
-    def _unshare_args(self, tmp: Path) -> tuple[list[str], dict[str, str]]:
-        skip = ("/proc", "/dev")
-        mounts = sorted({str(m) for m in _mount_points()
-                         if not any(str(m) == s or str(m).startswith(s + "/") for s in skip)},
-                        key=len)
-        fail = '|| { echo "sandbox setup: mount failed" >&2; exit %d; }' % _SETUP_FAILED
-        devs = [*DEV_NODES, *(self._gpu_devices() if self.gpu else [])]
-        script = [
-            # A minimal /dev: the host's would expose raw disks to uid 0.
-            f'D="$SANDBOX_TMP/.dev"; mkdir "$D" && mount -t tmpfs -o mode=755,nosuid,size=1m dev "$D" {fail}',
-            f'for n in $DEVS; do if [ -d "/dev/$n" ]; then mkdir -p "$D/$n"; else mkdir -p "$(dirname "$D/$n")"; '
-            f'touch "$D/$n"; fi; mount --bind "/dev/$n" "$D/$n" {fail}; done',
-            'mkdir "$D/shm" "$D/pts"; ln -s /proc/self/fd "$D/fd"; ln -s /proc/self/fd/0 "$D/stdin"; '
-            'ln -s /proc/self/fd/1 "$D/stdout"; ln -s /proc/self/fd/2 "$D/stderr"',
-            f'mount -t tmpfs -o mode=1777,nosuid,nodev,size=64m shm "$D/shm" {fail}',
-            f'mount --move "$D" /dev {fail}; rmdir "$D" 2>/dev/null',
-            f'for m in $MOUNTS_RO; do mount -o remount,bind,ro "$m" {fail}; done',
-            f'for p in $PROC_RO; do [ -e "/proc/$p" ] || continue; mount --bind "/proc/$p" "/proc/$p" {fail}; '
-            f'mount -o remount,bind,ro "/proc/$p" {fail}; done',
-            f'for w in $WRITABLE; do mount --bind "$w" "$w" {fail}; mount -o remount,bind,rw "$w" {fail}; done',
-            f'for r in $READONLY; do [ -e "$r" ] || continue; mount --bind "$r" "$r" {fail}; '
-            f'mount -o remount,bind,ro "$r" {fail}; done',
-            'cd "$SANDBOX_CWD" || exit %d' % _SETUP_FAILED,
-            'unset MOUNTS_RO PROC_RO DEVS WRITABLE READONLY SANDBOX_CWD SANDBOX_TMP',
-            # Not exec: the command must not be the namespace's init, which ignores default signals.
-            '"$@"', 'exit $?']
-        for p in [*self.writable, *self.readonly, tmp, *mounts]:
-            if any(c.isspace() for c in str(p)):
-                raise SandboxError(f"path {p!s} contains whitespace, which unshare mode cannot bind: rename it "
-                                   "or install bubblewrap")
-        setup_env = {"MOUNTS_RO": " ".join(mounts), "PROC_RO": " ".join(PROC_READONLY), "DEVS": " ".join(devs),
-                     "SANDBOX_TMP": str(tmp), "WRITABLE": " ".join(str(p) for p in [*self.writable, tmp]),
-                     "READONLY": " ".join(str(p) for p in self.readonly)}
-        args = ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL"]
+    def _unshare_args(self, root: Path, cwd: Path, limits: Limits) -> list[str]:
+        """``unshare`` with fresh namespaces, running :mod:`cuda_gym._sandbox_init` on the mount plan."""
+        steps = [list(step) for step in self.mount_plan(limits)]
+        plan = {"root": str(root), "cwd": str(cwd), "steps": steps, "loopback": not self.network}
+        args = ["unshare", "--mount", "--pid", "--fork", "--kill-child=SIGKILL", "--ipc", "--uts", "--cgroup"]
         if not self.network:
             args.append("--net")
-        args += ["--", "/bin/sh", "-c", "\n".join(script), "sandbox-setup",
-                 "setpriv", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]
-        return args, setup_env
+        return [*args, "--", sys.executable, "-I", "-S", str(_INIT), json.dumps(plan), "--",
+                _SETPRIV, "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]
 
     def _rlimit_values(self, limits: Limits, nproc: bool) -> dict[str, int | tuple[int, int]]:
         vals: dict[str, int | tuple[int, int]] = {"core": 0}
@@ -571,7 +646,8 @@ class Sandbox:
         numbers, in every mode; 0-2 are the sandbox's own (stdin is ``/dev/null`` unless ``stdin``
         is given, stdout and stderr go to the capped output buffer). The wall limit is enforced by a
         watchdog thread; ``Limits(wall_s=math.inf)`` turns it off for a long-lived server, which the
-        caller then ends with :meth:`SandboxProcess.kill` (or by leaving its ``with`` block).
+        caller then ends with :meth:`SandboxProcess.kill` (or by leaving its ``with`` block). The
+        sandbox dies with this process, also when it is SIGKILLed.
 
         Raises :class:`SandboxError` when the sandbox cannot start (missing ``cwd``, a closed or
         reserved descriptor in ``pass_fds``, broken bwrap).
@@ -588,26 +664,27 @@ class Sandbox:
             raise SandboxError("empty command: pass a string or a non-empty argument list")
         fds = _check_fds(pass_fds)
 
-        parent = _pids_cgroup_parent() if limits.processes is not None else None
-        if parent is None and limits.processes is not None and os.geteuid() == 0:
+        cgroups = _Cgroups(limits.processes, limits.memory_bytes)
+        if limits.processes is not None and not cgroups.has("pids") and os.geteuid() == 0:
             _warn_nproc_unenforced()
-        cgroup = _PidsCgroup(parent, limits.processes) if parent is not None else None  # type: ignore[arg-type]
+        if limits.memory_bytes is not None and not cgroups.has("memory"):
+            _warn_memory_per_process()
         host_tmp = None if self.mode == "bwrap" else Path(tempfile.mkdtemp(prefix="cuda_gym_sbx_"))
         try:
-            argv, run_env, preexec = self._command(inner, cwd, host_tmp, env, limits, cgroup)
+            argv, run_env, preexec = self._command(inner, cwd, host_tmp, env, limits, cgroups)
             started = time.monotonic()
             try:
-                proc = subprocess.Popen(argv, cwd=cwd, env=run_env, stdin=subprocess.PIPE if stdin is not None
-                                        else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        start_new_session=True, close_fds=True, pass_fds=fds, preexec_fn=preexec)
+                proc = _spawn(argv, cwd=cwd, env=run_env, stdin=subprocess.PIPE if stdin is not None
+                              else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              start_new_session=True, close_fds=True, pass_fds=fds, preexec_fn=preexec)
             except OSError as exc:
                 raise SandboxError(f"could not start {argv[0]}: {exc}; check the install or set "
                                    f"{MODE_ENV}=limits") from exc
         except BaseException:
-            _cleanup(cgroup, host_tmp)
+            _cleanup(cgroups, host_tmp)
             raise
-        return SandboxProcess(proc, mode=self.mode, limits=limits, started=started, cgroup=cgroup,
-                              host_tmp=host_tmp, stdin=stdin)
+        return SandboxProcess(proc, mode=self.mode, limits=limits, started=started, cgroup=cgroups,
+                              host_tmp=host_tmp, stdin=stdin, disk_paths=self.writable)
 
     def run(self, command: str | Sequence[str], *, cwd: Path | str, limits: Limits | None = None,
             env: Mapping[str, str] | None = None, stdin: str | None = None) -> RunResult:
@@ -621,11 +698,11 @@ class Sandbox:
         return proc.result()
 
     def _command(self, inner: list[str], cwd: Path, host_tmp: Path | None, env: Mapping[str, str] | None,
-                 limits: Limits, cgroup: _PidsCgroup | None):
+                 limits: Limits, cgroups: _Cgroups):
         """The host argv, its environment and the pre-exec hook (rlimits where ``prlimit`` is missing)."""
-        tmp = Path("/tmp") if host_tmp is None else host_tmp
-        run_env = self.env_for(cwd, tmp, env)
-        rl = self._rlimit_values(limits, nproc=cgroup is None)
+        # Isolating modes have their own private /tmp; limits mode gets a fresh host temp dir.
+        run_env = self.env_for(cwd, Path("/tmp") if self.mode != "limits" else host_tmp, env)  # type: ignore[arg-type]
+        rl = self._rlimit_values(limits, nproc=not cgroups.has("pids"))
         preexec = None
         if self._prlimit:
             limit_argv = [self._prlimit, *(f"--{k}={_soft_hard(v)}" for k, v in rl.items()), "--"]
@@ -633,15 +710,21 @@ class Sandbox:
             limit_argv = []
             preexec = functools.partial(_apply_rlimits, rl)
         if self.mode == "bwrap":
-            argv = [*self._static_args, "--chdir", str(cwd), "--", *limit_argv, *inner]
+            argv = [*self._bwrap_args(limits), "--chdir", str(cwd), "--", *limit_argv, *inner]
         elif self.mode == "unshare":
-            setup_argv, setup_env = self._unshare_args(tmp)
-            argv = [*setup_argv, *limit_argv, *inner]
-            run_env = {**run_env, **setup_env, "SANDBOX_CWD": str(cwd)}
+            assert host_tmp is not None
+            argv = [*self._unshare_args(host_tmp, cwd, limits), *limit_argv, *inner]
         else:
             argv = [*limit_argv, *inner]
-        if cgroup is not None:
-            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.procs_file), *argv]
+        if self.mode != "bwrap" and _setpriv_has_pdeathsig():
+            # SIGKILL when this process dies (bwrap has --die-with-parent; unshare's --kill-child then
+            # takes the namespace down with it). Spawned from one long-lived thread: see _spawn.
+            argv = [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
+        files = cgroups.procs_files
+        if files:
+            join = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done'
+            argv = ["/bin/sh", "-c", join + '; exec "$@"', "sandbox-cgroup", str(len(files)),
+                    *map(str, files), *argv]
         return argv, run_env, preexec
 
 
@@ -661,7 +744,8 @@ class SandboxProcess:
     """
 
     def __init__(self, proc: subprocess.Popen[bytes], *, mode: SandboxMode, limits: Limits, started: float,
-                 cgroup: _PidsCgroup | None, host_tmp: Path | None, stdin: str | None = None):
+                 cgroup: _Cgroups, host_tmp: Path | None, stdin: str | None = None,
+                 disk_paths: Sequence[Path] = ()):
         self.pid = proc.pid
         self.mode: SandboxMode = mode
         self.limits = limits
@@ -670,6 +754,7 @@ class SandboxProcess:
         self._ended: float | None = None
         self._cgroup = cgroup
         self._host_tmp = host_tmp
+        self._disk_paths = tuple(disk_paths)
         self._buf = _OutputBuffer(limits.output_bytes)
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -736,8 +821,7 @@ class SandboxProcess:
 
     def _kill_tree(self) -> None:
         _killpg(self.pid)
-        if self._cgroup is not None:
-            self._cgroup.kill_all()
+        self._cgroup.kill_all()
 
     def _supervise(self) -> None:
         try:
@@ -800,10 +884,11 @@ class SandboxProcess:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 returncode = proc.wait()
-            if self._cgroup is not None:
-                self._cgroup.kill_all()  # members that left the process group (setsid)
+            self._cgroup.kill_all()  # members that left the process group (setsid)
             self._ended = time.monotonic()
             output = self.output()
+            disk = (_tree_bytes(self._disk_paths, self.limits.disk_bytes) if self.limits.disk_bytes is not None
+                    else None)
             if self.mode == "unshare" and returncode == _SETUP_FAILED and "sandbox setup:" in output:
                 self._error = SandboxError(f"unshare sandbox setup failed: {output.strip()[-400:]}; set "
                                            f"{MODE_ENV}=limits or install bubblewrap")
@@ -811,7 +896,7 @@ class SandboxProcess:
                 sig = _signal_of(returncode)
                 self._result = RunResult(
                     returncode=returncode, output=output, timed_out=self._timed_out,
-                    reason=_reason(self.limits, returncode, sig, self._timed_out, output, self._cgroup),
+                    reason=_reason(self.limits, returncode, sig, self._timed_out, output, self._cgroup, disk),
                     seconds=self._ended - self._started, signal=sig, output_truncated=self._buf.dropped > 0,
                     mode=self.mode)
         except Exception as exc:  # pragma: no cover - a bug here must not leave waiters hanging
@@ -835,12 +920,88 @@ def _check_fds(pass_fds: Sequence[int]) -> tuple[int, ...]:
     return fds
 
 
-def _cleanup(cgroup: _PidsCgroup | None, host_tmp: Path | None) -> None:
-    if cgroup is not None:
-        cgroup.kill_all()
-        cgroup.remove()
+def _cleanup(cgroup: _Cgroups, host_tmp: Path | None) -> None:
+    cgroup.kill_all()
+    cgroup.remove()
     if host_tmp is not None:
         shutil.rmtree(host_tmp, ignore_errors=True)
+
+
+def _tree_bytes(paths: Sequence[Path], stop_above: int) -> int:
+    """Disk bytes (allocated blocks) under ``paths``, links not followed; stops once above ``stop_above``."""
+    total = 0
+    seen: set[tuple[int, int]] = set()
+    stack = [str(p) for p in paths]
+    while stack and total <= stop_above:
+        top = stack.pop()
+        try:
+            st = os.lstat(top)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        total += st.st_blocks * 512
+        if not os.path.isdir(top) or os.path.islink(top):
+            continue
+        try:
+            with os.scandir(top) as it:
+                for entry in it:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    else:
+                        try:
+                            est = entry.stat(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        if (est.st_dev, est.st_ino) not in seen:
+                            seen.add((est.st_dev, est.st_ino))
+                            total += est.st_blocks * 512
+        except OSError:
+            continue
+    return total
+
+
+@functools.lru_cache(maxsize=None)
+def _setpriv_has_pdeathsig() -> bool:
+    try:
+        out = subprocess.run([_SETPRIV, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--pdeathsig" in out
+
+
+_SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
+_spawner: concurrent.futures.ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def _spawn(argv: list[str], **popen_kwargs) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen`` from one long-lived thread of this process.
+
+    The kernel's parent-death signal (bwrap's ``--die-with-parent``, ``setpriv --pdeathsig``) fires
+    when the *thread* that forked the child ends, not the process: a sandbox started from a
+    short-lived worker thread would die with that thread. The spawner thread lives as long as the
+    interpreter, so sandboxes die exactly when this process does.
+    """
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuda_gym-spawn")
+        spawner = _spawner
+    try:
+        future = spawner.submit(subprocess.Popen, argv, **popen_kwargs)
+    except RuntimeError:  # interpreter shutting down: no new threads; fork from here
+        return subprocess.Popen(argv, **popen_kwargs)
+    return future.result()
+
+
+def _reset_spawner() -> None:
+    global _spawner, _spawner_lock
+    _spawner, _spawner_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_spawner)
 
 
 def _soft_hard(value: int | tuple[int, int]) -> str:
@@ -877,13 +1038,17 @@ _MEMORY_PATTERNS = re.compile(r"MemoryError|std::bad_alloc|Cannot allocate memor
 
 
 def _reason(limits: Limits, returncode: int, sig: int | None, timed_out: bool, output: str,
-            cgroup: _PidsCgroup | None) -> str:
+            cgroup: _Cgroups, disk: int | None = None) -> str:
     reasons = []
     if limits.processes is not None:
-        hit = cgroup.limit_hit() if cgroup is not None else (
+        hit = cgroup.limit_hit("pids") if cgroup.has("pids") else (
             "Resource temporarily unavailable" in output and "fork" in output.lower())
         if hit:
             reasons.append(f"process limit reached ({limits.processes} processes and threads)")
+    memory_hit = limits.memory_bytes is not None and cgroup.limit_hit("memory")
+    if memory_hit:
+        reasons.append(f"memory limit of {_fmt_bytes(limits.memory_bytes)} exceeded by the command's processes "  # type: ignore[arg-type]
+                       "together (the kernel killed one)")
     if timed_out:
         reasons.append(f"killed after {limits.wall_s:g} s wall-time limit")
     elif returncode != 0:
@@ -892,6 +1057,12 @@ def _reason(limits: Limits, returncode: int, sig: int | None, timed_out: bool, o
         elif limits.file_bytes is not None and (sig == signal.SIGXFSZ or "File too large" in output
                                                 or "File size limit exceeded" in output):
             reasons.append(f"file size limit exceeded (files are capped at {_fmt_bytes(limits.file_bytes)})")
-        elif limits.memory_bytes is not None and _MEMORY_PATTERNS.search(output):
+        elif limits.memory_bytes is not None and not memory_hit and _MEMORY_PATTERNS.search(output):
             reasons.append(f"memory limit of {_fmt_bytes(limits.memory_bytes)} exceeded")
+    if "No space left on device" in output and limits.tmpfs_bytes is not None:
+        reasons.append(f"no space left (each private tmpfs, /tmp, /dev/shm and /run, holds "
+                       f"{_fmt_bytes(limits.tmpfs_bytes)}; the disk may be full too)")
+    if disk is not None and limits.disk_bytes is not None and disk > limits.disk_bytes:
+        reasons.append(f"disk limit exceeded: the writable files hold more than {_fmt_bytes(limits.disk_bytes)}; "
+                       "delete some")
     return "; ".join(reasons)

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 
-def survivors(marker: str) -> list[int]:
-    """Host processes (not zombies) whose command line contains ``marker``."""
+def survivors(marker: str, program: str | None = None) -> list[int]:
+    """Host processes (not zombies) whose command line contains ``marker`` (and that run ``program``)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
@@ -16,6 +16,8 @@ def survivors(marker: str) -> list[int]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
+            continue
+        if program is not None and os.path.basename(cmdline.split(" ", 1)[0]) != program:
             continue
         if marker in cmdline and state != "Z":
             found.append(int(proc.name))

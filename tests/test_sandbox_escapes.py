@@ -1,0 +1,216 @@
+"""Escape probes of issue 12, in every isolating mode: each one failed under the old unshare mode.
+
+The same probe runs under bwrap and under the unshare fallback (the GPU image's production mode);
+both must hold. Run one mode with ``CUDA_GYM_SANDBOX=unshare python3 -m pytest tests/test_sandbox_escapes.py``
+(the parametrization still covers every mode that works here).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_gym.sandbox import MODE_ENV, Limits, Sandbox, _cgroup_parent, available_modes
+
+from sandbox_helpers import survivors
+
+REPO = Path(__file__).resolve().parent.parent
+ISOLATING = [m for m in available_modes() if m != "limits"]
+pytestmark = pytest.mark.skipif(not ISOLATING, reason="neither bwrap nor unshare works here")
+
+
+@pytest.fixture(params=ISOLATING)
+def mode(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    work.mkdir()
+    return work
+
+
+CONNECT_UNIX = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.settimeout(3)
+addr = sys.argv[1].replace("@", "\\0", 1)
+try:
+    s.connect(addr); print("CONNECTED")
+except OSError as e:
+    print("FAILED", e)
+"""
+
+
+class _UnixListener:
+    """A host Unix socket service (a root daemon's control socket, say) that counts connections."""
+
+    def __init__(self, address: str):
+        self.address = address
+        self.accepted = 0
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.bind(address.replace("@", "\0", 1))
+        self.sock.listen(8)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _probe(sb: Sandbox, box: Path, address: str) -> str:
+    return sb.run(["python3", "-c", CONNECT_UNIX, address], cwd=box, limits=Limits(wall_s=30)).output
+
+
+def test_host_unix_sockets_not_connectable(mode: str, box: Path, tmp_path: Path) -> None:
+    """Filesystem sockets outside the workspace are invisible, abstract ones live in another namespace."""
+    host_dir = tmp_path / "host_service"
+    host_dir.mkdir()
+    fs = _UnixListener(str(host_dir / "control.sock"))
+    abstract = _UnixListener(f"@cuda_gym_test_{os.getpid()}_{mode}")
+    inside = _UnixListener(str(box / "own.sock"))  # control: a socket in the workspace is the agent's own
+    try:
+        sb = Sandbox([box], mode=mode)
+        for lst in (fs, abstract):
+            out = _probe(sb, box, lst.address)
+            assert "FAILED" in out and "CONNECTED" not in out, (lst.address, out)
+            assert lst.accepted == 0
+        assert "CONNECTED" in _probe(sb, box, inside.address)
+        # Control: where the sandbox shares the host's network, the abstract socket is reached.
+        assert "CONNECTED" in _probe(Sandbox([box], mode=mode, network=True), box, abstract.address)
+    finally:
+        for lst in (fs, abstract, inside):
+            lst.close()
+
+
+def test_host_files_outside_the_sandbox_not_readable(mode: str, box: Path, tmp_path: Path) -> None:
+    """/etc/shadow, the home directory, the repository's .git, another episode's workspace."""
+    other = tmp_path / "other_episode"
+    other.mkdir()
+    canaries = [other / "model_new.py", Path.home() / f".cuda_gym_canary_{os.getpid()}_{mode}"]
+    for c in canaries:
+        c.write_text("CANARY-SECRET\n")
+    targets = [Path("/etc/shadow"), REPO / ".git" / "HEAD", REPO / "pyproject.toml", *canaries]
+    try:
+        for t in targets:
+            assert t.read_text(), t  # readable on the host
+        res = Sandbox([box], mode=mode).run("; ".join(f"cat {t} && echo READ {t}" for t in targets) +
+                                            f"; echo LISTING; ls -a {REPO} {REPO / '.git'} {Path.home()}", cwd=box)
+        assert "READ" not in res.output and "CANARY-SECRET" not in res.output, res.output
+        assert "ref: refs/" not in res.output and "[project]" not in res.output
+        assert ".cuda_gym_canary" not in res.output.split("LISTING", 1)[1]
+    finally:
+        for c in canaries:
+            c.unlink()
+
+
+KEEPER = """
+import sys, threading, time
+from pathlib import Path
+from cuda_gym.sandbox import Limits, Sandbox
+box, marker = Path(sys.argv[1]), sys.argv[2]
+sb = Sandbox([box], mode=sys.argv[3])
+procs = []
+# Started from a thread that ends at once: the sandbox must outlive the thread, not the process.
+t = threading.Thread(target=lambda: procs.append(sb.start(f"sleep {marker}1 & setsid sleep {marker}2 & wait",
+                                                          cwd=box, limits=Limits(wall_s=600))))
+t.start(); t.join()
+threading.Thread(target=lambda: sb.run(f"sleep {marker}3", cwd=box, limits=Limits(wall_s=600)), daemon=True).start()
+print("started", flush=True)
+time.sleep(600)
+"""
+
+
+def test_sandbox_dies_when_its_parent_is_killed(mode: str, box: Path) -> None:
+    marker = f"93{os.getpid() % 1000}.{ord(mode[0])}"
+    parent = subprocess.Popen([sys.executable, "-c", KEEPER, str(box), marker, mode], stdout=subprocess.PIPE,
+                              text=True, cwd=REPO)
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().strip() == "started"
+        deadline = time.monotonic() + 20
+        while len(survivors(marker, "sleep")) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(survivors(marker, "sleep")) == 3, "the sandboxes did not start (or died with their thread)"
+        time.sleep(0.5)
+        assert len(survivors(marker, "sleep")) == 3, "a sandbox died with the thread that started it"
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while survivors(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert survivors(marker) == []
+    finally:
+        parent.kill()
+        parent.wait()
+        for pid in survivors(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(_cgroup_parent("memory") is None, reason="no writable memory cgroup here: the memory limit "
+                    "holds per process only (see docs/sandbox.md)")
+def test_memory_of_several_processes_is_bounded_together(mode: str, box: Path) -> None:
+    one = "import time; b = b'x' * (300 << 20); print('HELD', flush=True); time.sleep(3)"
+    cmd = f"for i in 1 2 3; do python3 -c \"{one}\" & done; wait"
+    res = Sandbox([box], mode=mode).run(cmd, cwd=box, limits=Limits(memory_bytes=512 * 2**20, wall_s=60))
+    assert res.output.splitlines().count("HELD") < 3, res.output
+    assert "memory limit of 512 MiB exceeded by the command's processes together" in res.reason, res.reason
+    # Control: the same processes one after another fit.
+    res = Sandbox([box], mode=mode).run(cmd.replace("&", ";").replace("time.sleep(3)", "0"), cwd=box,
+                                        limits=Limits(memory_bytes=512 * 2**20, wall_s=60))
+    assert res.output.splitlines().count("HELD") == 3 and res.reason == "", res.output + res.reason
+
+
+def test_private_tmpfs_are_size_bounded(mode: str, box: Path) -> None:
+    limits = Limits(tmpfs_bytes=8 * 2**20)
+    script = "; ".join(f"head -c 20M /dev/zero > {d}/fill; echo SIZE {d} $(stat -c %s {d}/fill)"
+                       for d in ("/tmp", "/dev/shm", "/run"))
+    res = Sandbox([box], mode=mode).run(script + "; echo x > /dev/new_node && echo WROTE_DEV", cwd=box, limits=limits)
+    sizes = [int(line.split()[2]) for line in res.output.splitlines() if line.startswith("SIZE ")]
+    assert len(sizes) == 3 and all(s <= 8 * 2**20 for s in sizes), res.output
+    assert "WROTE_DEV" not in res.output
+    assert "no space left (each private tmpfs, /tmp, /dev/shm and /run, holds 8 MiB" in res.reason, res.reason
+
+
+def test_workspace_disk_bound_is_reported(mode: str, box: Path) -> None:
+    sb = Sandbox([box], mode=mode)
+    res = sb.run("head -c 3M /dev/urandom > blob", cwd=box, limits=Limits(disk_bytes=2**20))
+    assert res.returncode == 0
+    assert res.reason == "disk limit exceeded: the writable files hold more than 1 MiB; delete some"
+    res = sb.run("rm blob", cwd=box, limits=Limits(disk_bytes=2**20))
+    assert res.ok, res.reason
+
+
+def test_no_isolating_mode_refuses_unless_opted_out(tmp_path: Path) -> None:
+    """Without bwrap and unshare on PATH, agent code does not silently run with limits only."""
+    code = textwrap.dedent("""
+        from cuda_gym.errors import SandboxError
+        from cuda_gym.sandbox import sandbox_mode
+        try:
+            print("MODE", sandbox_mode())
+        except SandboxError as e:
+            print("REFUSED", e)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != MODE_ENV}
+    env["PATH"] = str(tmp_path)  # an empty directory: no bwrap, no unshare
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=REPO).stdout
+    assert out.startswith("REFUSED") and "install bubblewrap" in out and f"{MODE_ENV}=limits" in out, out
+    env[MODE_ENV] = "limits"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=REPO).stdout
+    assert out.strip() == "MODE limits", out
