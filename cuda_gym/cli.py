@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence, get_args
+
+from cuda_gym.errors import CudaGymError
+from cuda_gym.options import add_config_options, config_kwargs
+from cuda_gym.reward import DEFAULT_THRESHOLD
+from cuda_gym.vocab import DEVICES_HELP, FLAVOURS, SIZES
+
+if TYPE_CHECKING:
+    from cuda_gym.judge import JudgeConfig
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -50,7 +58,7 @@ def _add_task_set_args(
     parser.add_argument("--source", choices=source_choices, default="builtin", help=source_help)
     parser.add_argument("--level", type=int, action="append", default=None, help=level_help)
     parser.add_argument("--path", default=None, help=path_help)
-    parser.add_argument("--size", choices=["small", "default"], default="default", help="builtin task size")
+    parser.add_argument("--size", choices=SIZES, default="default", help="builtin task size (default: default)")
 
 
 def _add_demo_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -61,7 +69,7 @@ def _add_demo_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
         description="Run a whole builtin episode with a scripted agent that writes an honest solution, "
         "compiles, verifies, profiles and submits; print the transcript and the reward.",
     )
-    demo.add_argument("--device", choices=["cuda", "cpu"], default=None,
+    demo.add_argument("--device", choices=FLAVOURS, default=None,
                       help="device to run on (default: cuda when a GPU is visible, else cpu)")
     demo.add_argument("--quiet", action="store_true", help="print only the reward line")
     demo.set_defaults(func=cmd_demo)
@@ -75,9 +83,18 @@ def _add_demo_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     play.add_argument("env_id", metavar="ENV_ID", help="a registered id, e.g. CpuKernel-Builtin-v0")
     play.add_argument("--task", default=None, help="task id to play (default: drawn with --seed)")
     play.add_argument("--seed", type=int, default=0, help="reset seed (default 0)")
-    play.add_argument("--device", choices=["cuda", "cpu"], default=None, help="override the id's device")
-    play.add_argument("--max-turns", type=int, default=None, help="override the turn budget")
+    from cuda_gym.reward import REWARDS
+
+    # The env's settings, from KernelEnvConfig (imported lazily: the engine does not import envs).
+    settings = play.add_argument_group("env settings (KernelEnvConfig fields; they override the id's)")
+    add_config_options(settings, _env_config_class(), choices={"reward": REWARDS})
     play.set_defaults(func=cmd_play)
+
+
+def _env_config_class() -> type:
+    from cuda_gym.envs.config import KernelEnvConfig
+
+    return KernelEnvConfig
 
 
 def _play_help() -> str:
@@ -112,12 +129,9 @@ def cmd_play(args: argparse.Namespace) -> int:
     import cuda_gym  # noqa: F401  (registers the ids)
     from cuda_gym.play import PLAY_HELP, edit_in_editor, parse_play_line, write_action
 
-    kwargs: dict = {}
-    if args.device:
-        kwargs["device"] = args.device
-    if args.max_turns:
-        kwargs["max_turns"] = args.max_turns
-        kwargs["max_episode_steps"] = args.max_turns
+    kwargs = config_kwargs(args)
+    if "max_turns" in kwargs:
+        kwargs["max_episode_steps"] = kwargs["max_turns"]
     env = gym.make(args.env_id, **kwargs)
     interactive = sys.stdin.isatty()
     try:
@@ -205,20 +219,15 @@ def _add_tasks_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser
                            description="Print one task's metadata, memory facts and code.")
     show.add_argument("task_id", metavar="ID", help="e.g. builtin/softmax, kernelbench/L1/23_Softmax, ops6k/00042")
     show.add_argument("--path", default=None, help="data folder or file (custom tasks: their folder)")
-    show.add_argument("--size", choices=["small", "default"], default=None, help="builtin task size")
+    show.add_argument("--size", choices=SIZES, default=None, help="builtin task size")
     show.set_defaults(func=cmd_tasks_show)
 
 
 def cmd_tasks_list(args: argparse.Namespace) -> int:
     """``cuda-gym tasks list``: a table of id, level and total bytes."""
-    from cuda_gym.errors import CudaGymError
     from cuda_gym.tasks import facts_for, load_tasks
 
-    try:
-        tasks = load_tasks(args.source, path=args.path, level=args.level, size=args.size)
-    except CudaGymError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    tasks = load_tasks(args.source, path=args.path, level=args.level, size=args.size)
     need_facts = not args.no_facts or args.max_mem is not None
     facts = facts_for(list(tasks), progress=True) if need_facts else {}
     width = max([len(t.id) for t in tasks] + [2])
@@ -249,14 +258,9 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
     """``cuda-gym tasks show ID``: metadata, facts and code of one task."""
     import json
 
-    from cuda_gym.errors import CudaGymError
     from cuda_gym.tasks import get_task, task_facts
 
-    try:
-        task = get_task(args.task_id, path=args.path, size=args.size)
-    except CudaGymError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    task = get_task(args.task_id, path=args.path, size=args.size)
     facts = task_facts(task)
     print(f"# {task.id}  (source {task.source}, level {task.level}, code sha256 {task.code_hash[:12]})")
     for key, value in task.meta.items():
@@ -295,13 +299,8 @@ def _add_data_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
 def cmd_data_fetch(args: argparse.Namespace) -> int:
     """``cuda-gym data fetch NAME``."""
     from cuda_gym.data import fetch
-    from cuda_gym.errors import CudaGymError
 
-    try:
-        where = fetch(args.name, args.dest)
-    except CudaGymError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    where = fetch(args.name, args.dest)
     print(f"{args.name}: {where}")
     return 0
 
@@ -382,6 +381,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def _add_judge_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """The ``judge`` command and the ``baselines`` group (``baselines measure``)."""
+    from cuda_gym.judge.result import Mode
+
     judge = sub.add_parser(
         "judge",
         help="verify and time a submission",
@@ -393,13 +394,15 @@ def _add_judge_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     what = judge.add_mutually_exclusive_group(required=True)
     what.add_argument("--workspace", metavar="DIR", help="a workspace folder (model_new.py, kernels/)")
     what.add_argument("--solution", metavar="FILE", help="a single .py file defining ModelNew (load_inline)")
-    judge.add_argument("--device", default=None, help="cuda:N or cpu (default: cuda:0 if a GPU is visible, else cpu)")
-    judge.add_argument("--mode", choices=["verify", "profile", "full"], default="full", help="what to do (default full)")
+    judge.add_argument("--mode", choices=get_args(Mode), default="full", help="what to do (default full)")
     judge.add_argument("--path", default=None, help="data folder or file holding the task")
-    judge.add_argument("--size", choices=["small", "default"], default=None, help="builtin task size")
-    judge.add_argument("--timed-calls", type=int, default=None, help="timed calls (default 50 on GPU, 10 on CPU)")
-    judge.add_argument("--no-cache", action="store_true", help="ignore the judgement and baseline caches")
+    judge.add_argument("--size", choices=SIZES, default=None, help="builtin task size")
+    judge.add_argument("--no-cache", action="store_true",
+                       help="ignore the judgement and baseline caches (--no-use-cache --no-cache-judgements)")
+    judge.add_argument("--reward-threshold", type=float, default=DEFAULT_THRESHOLD,
+                       help=f"speedup the printed milestone reward must beat (default: {DEFAULT_THRESHOLD})")
     judge.add_argument("--json", action="store_true", help="print the JudgeResult as JSON")
+    _add_judge_settings(judge)
     judge.set_defaults(func=cmd_judge)
 
     baselines = sub.add_parser("baselines", help="measure reference timings",
@@ -413,13 +416,36 @@ def _add_judge_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     )
     _add_task_set_args(measure, source_choices=None, source_help="task set: builtin, kernelbench, ops6k, custom",
                        level_help="keep only this level (repeatable)", path_help="data folder or file")
-    measure.add_argument("--device", default=None, help="cuda:N or cpu (default: cuda:0 if a GPU is visible, else cpu)")
     measure.add_argument("--limit", type=int, default=None, help="at most this many tasks")
-    measure.add_argument("--no-compile", action="store_true", help="time eager only")
+    measure.add_argument("--no-compile", action="store_true", help="time eager only (--no-compile-baseline)")
+    _add_judge_settings(measure)
     measure.set_defaults(func=cmd_baselines_measure)
 
 
+def _add_judge_settings(parser: argparse.ArgumentParser) -> None:
+    """One option per ``JudgeConfig`` field (``--correctness-trials``, ``--atol '{"float32": 0.02}'``...)."""
+    from cuda_gym.judge.config import JudgeConfig
+
+    settings = parser.add_argument_group("judge settings (JudgeConfig fields)")
+    add_config_options(settings, JudgeConfig, skip=("build",),
+                       defaults={"device": f"cuda:0 if a GPU is visible, else cpu; one of {DEVICES_HELP}"})
+
+
+def _judge_config(args: argparse.Namespace) -> "JudgeConfig":
+    """The ``JudgeConfig`` of a command: the device found here and the shortcuts (``--no-cache``,
+    ``--no-compile``), overridden by the field options given."""
+    from cuda_gym.judge import JudgeConfig
+
+    fields: dict[str, object] = {"device": _default_device(None)}
+    if getattr(args, "no_cache", False):
+        fields.update(use_cache=False, cache_judgements=False)
+    if getattr(args, "no_compile", False):
+        fields.update(compile_baseline=False)
+    return JudgeConfig(**{**fields, **config_kwargs(args)})  # type: ignore[arg-type]
+
+
 def _default_device(device: str | None) -> str:
+    """``device``, else ``cuda:0`` when a GPU is visible, else ``cpu``."""
     if device:
         return device
     import torch
@@ -431,35 +457,29 @@ def cmd_judge(args: argparse.Namespace) -> int:
     """``cuda-gym judge``: the verdict (or JSON); exit 0 when the submission passed, 1 when not."""
     from pathlib import Path
 
-    from cuda_gym.errors import CudaGymError
-    from cuda_gym.judge import Judge, JudgeConfig
+    from cuda_gym.judge import Judge
     from cuda_gym.judge.report import summary
     from cuda_gym.reward import milestone_reward
     from cuda_gym.tasks import get_task
 
-    try:
-        task = get_task(args.task, path=args.path, size=args.size)
-        config = JudgeConfig(device=_default_device(args.device), timed_calls=args.timed_calls,
-                             use_cache=not args.no_cache, cache_judgements=not args.no_cache)
-        with Judge(config) as judge:
-            if args.workspace:
-                from cuda_gym.workspace import Workspace
+    task = get_task(args.task, path=args.path, size=args.size)
+    config = _judge_config(args)
+    with Judge(config) as judge:
+        if args.workspace:
+            from cuda_gym.workspace import Workspace
 
-                ws = Workspace.open(Path(args.workspace), task, "cuda" if config.is_cuda else "cpu")
-                result = judge.evaluate(task, workspace=ws, mode=args.mode)
-            else:
-                result = judge.evaluate(task, solution=Path(args.solution), mode=args.mode)
-    except CudaGymError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+            ws = Workspace.open(Path(args.workspace), task, "cuda" if config.is_cuda else "cpu")
+            result = judge.evaluate(task, workspace=ws, mode=args.mode)
+        else:
+            result = judge.evaluate(task, solution=Path(args.solution), mode=args.mode)
     if args.json:
         import json
 
         data = json.loads(result.to_json())
-        data["milestone"] = milestone_reward(result)
+        data["milestone"] = milestone_reward(result, args.reward_threshold)
         print(json.dumps(data, indent=2))
     else:
-        print(summary(result))
+        print(summary(result, args.reward_threshold))
     return 0 if result.passed else 1
 
 
@@ -467,18 +487,14 @@ def cmd_baselines_measure(args: argparse.Namespace) -> int:
     """``cuda-gym baselines measure``: fill the baseline cache with a progress bar; skips cached tasks."""
     from tqdm import tqdm
 
-    from cuda_gym.errors import CudaGymError, JudgeError
-    from cuda_gym.judge import Judge, JudgeConfig
+    from cuda_gym.errors import JudgeError
+    from cuda_gym.judge import Judge
     from cuda_gym.tasks import load_tasks
 
-    try:
-        tasks = list(load_tasks(args.source, path=args.path, level=args.level, size=args.size))
-    except CudaGymError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    tasks = list(load_tasks(args.source, path=args.path, level=args.level, size=args.size))
     if args.limit is not None:
         tasks = tasks[: args.limit]
-    config = JudgeConfig(device=_default_device(args.device), compile_baseline=not args.no_compile)
+    config = _judge_config(args)
     measured = skipped = failed = 0
     with Judge(config) as judge:
         bar = tqdm(tasks, desc="baselines", unit="task", file=sys.stderr)
@@ -507,6 +523,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Command = args.func
     try:
         return func(args)
+    except CudaGymError as exc:  # every error a user can cause: its message says what to do
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -1,13 +1,20 @@
-"""Tests of the ``cuda-gym`` tasks, data and doctor commands, through main() and the console script."""
+"""Tests of the ``cuda-gym`` commands through main() and the console script; options made from configs."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from cuda_gym.cli import main
+import judge_cases as cases
+from cuda_gym.cli import _judge_config, build_parser, main
+from cuda_gym.envs import KernelEnvConfig
+from cuda_gym.judge import JudgeConfig
+from cuda_gym.options import field_docs
 
 
 @pytest.fixture(autouse=True)
@@ -79,3 +86,70 @@ def test_console_script() -> None:
     script = subprocess.run(["cuda-gym", "tasks", "list", "--no-facts"], capture_output=True, text=True, timeout=120)
     assert script.returncode == 0 and done.returncode == 0
     assert "builtin/fused_bias_gelu" in script.stdout and script.stdout == done.stdout
+
+
+# --- options made from the config dataclasses ------------------------------------------------------
+
+
+def _options(argv: list[str]) -> dict[str, str]:
+    """Option string -> help text of the sub-command ``argv`` (e.g. ``["judge"]``)."""
+    parser = build_parser()
+    for name in argv:
+        sub = next(a for a in parser._actions if isinstance(a, type(parser._subparsers._group_actions[0])))
+        parser = sub.choices[name]
+    return {opt: action.help or "" for action in parser._actions for opt in action.option_strings}
+
+
+def test_every_judge_and_env_setting_is_an_option_with_its_docstring() -> None:
+    docs = field_docs(JudgeConfig)
+    assert len(docs) == len(dataclasses.fields(JudgeConfig)) >= 29  # every field is documented
+    for command, cls, skip in ((["judge"], JudgeConfig, {"build"}), (["baselines", "measure"], JudgeConfig, {"build"}),
+                               (["play"], KernelEnvConfig, set())):
+        options = _options(command)
+        for field in dataclasses.fields(cls):
+            if field.name in skip:
+                continue
+            flag = "--" + field.name.replace("_", "-")
+            first_words = " ".join(field_docs(cls)[field.name].replace("``", "").split()[:4])
+            assert flag in options and options[flag].startswith(first_words), (command, flag)
+    assert "--no-compile-baseline" in _options(["judge"]) and "--no-keep-workspace" in _options(["play"])
+
+
+def test_given_options_override_the_config_and_the_rest_keep_their_defaults() -> None:
+    args = build_parser().parse_args([
+        "judge", "--task", "builtin/softmax", "--solution", "x.py", "--device", "cpu", "--correctness-trials", "2",
+        "--atol", '{"float32": 0.02}', "--no-compile-baseline", "--cache-dir", "/tmp/c", "--timed-calls", "7"])
+    config = _judge_config(args)
+    assert (config.device, config.correctness_trials, config.atol, config.compile_baseline) == ("cpu", 2, {"float32": 0.02}, False)
+    assert config.cache_dir == Path("/tmp/c") and config.timed_calls == 7
+    assert config.spread_tol == JudgeConfig().spread_tol and config.use_cache is True
+    nocache = _judge_config(build_parser().parse_args(["judge", "--task", "t", "--solution", "x", "--no-cache"]))
+    assert nocache.use_cache is False and nocache.cache_judgements is False
+
+
+def test_bad_option_values_are_messages(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["judge", "--task", "t", "--solution", "x.py", "--atol", "{float32: 1}"])
+    assert "not valid JSON" in capsys.readouterr().err
+    # A value the config refuses is a CudaGymError, reported once by main().
+    assert main(["judge", "--task", cases.TASK_ID, "--solution", "x.py", "--device", "cpu", "--correctness-trials", "0"]) == 2
+    assert "error: correctness_trials must be at least 1" in capsys.readouterr().err
+
+
+def test_cli_judge_runs_with_generated_options(tmp_path, monkeypatch, capsys) -> None:
+    # The default cache, shared with the env and demo tests: the demo solution's build is a cache hit there.
+    monkeypatch.delenv("CUDA_GYM_CACHE_DIR", raising=False)
+    from cuda_gym.baselines.agents import demo_solution
+    from cuda_gym.tasks import get_task
+    from cuda_gym.workspace import Workspace
+
+    honest = demo_solution("cpu")
+    ws = Workspace.create(get_task(honest.task_id, size="small"), flavour="cpu", parent=tmp_path)
+    for rel, content in honest.files.items():
+        (ws.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws.root / rel).write_text(content)
+    code = main(["judge", "--task", honest.task_id, "--size", "small", "--workspace", str(ws.root), "--mode", "verify",
+                 "--device", "cpu", "--correctness-trials", "2", "--reward-threshold", "1.2", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["correct"] is True, data["error"] or data["compile_log"]
+    assert len(data["trials"]) == 2 and data["milestone"] == 1  # verify mode: correct, not timed
