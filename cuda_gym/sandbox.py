@@ -57,6 +57,8 @@ _SETUP_FAILED = 125
 _INIT = Path(__file__).with_name("_sandbox_init.py")
 """The init of unshare mode: builds the private root from the mount plan, then runs the command."""
 _KILL_GRACE_S = 2.0
+_DISK_CHECK_S = 1.0
+"""Seconds between two checks of the writable paths' size while a command with ``disk_bytes`` runs."""
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,9 @@ class Limits:
     tmpfs_bytes: int | None = 1 * GiB
     """Size of each private tmpfs (``/tmp``, ``/dev/shm``, ``/run``) in bwrap and unshare modes."""
     disk_bytes: int | None = None
-    """Bytes the writable paths may hold after the command (checked when it ends, links not followed):
-    over it, ``reason`` says so (the files stay; the caller decides what to do)."""
+    """Bytes the writable paths may hold (allocated blocks, links not followed): checked about every
+    second while the command runs (over it, the command is killed) and when it ends; ``reason`` says
+    so. The files stay: the caller decides what to do with them."""
 
     def effective_cpu_s(self) -> float:
         """The CPU limit in force: ``cpu_s``, or twice the wall limit when it is ``None``."""
@@ -430,6 +433,7 @@ def _runtime_paths() -> tuple[Path, ...]:
     if cuda is not None:
         paths += [cuda, cuda.resolve()]
     paths += [Path(p) for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
+    paths += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(":") if p]  # packages installed with --target
     return _dedup_roots(p for p in paths if p.is_absolute() and p.exists())
 
 
@@ -759,6 +763,8 @@ class SandboxProcess:
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._timed_out = False
+        self._disk_stopped = False
+        self._next_disk_check = started + _DISK_CHECK_S if limits.disk_bytes is not None else math.inf
         self._result: RunResult | None = None
         self._error: SandboxError | None = None
         if stdin is not None:
@@ -830,12 +836,14 @@ class SandboxProcess:
             self._finish()
 
     def _pump(self) -> None:
-        """Read output until the tree is gone; kill it at the wall limit or when its main process ends."""
+        """Read output until the tree is gone; kill it at the wall limit, at the disk limit, or when its
+        main process ends."""
         proc = self._proc
         assert proc.stdout is not None
         deadline = self._started + self.limits.wall_s
         fd = proc.stdout.fileno()
         os.set_blocking(fd, False)
+        reading = True
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
             drain_until: float | None = None
@@ -846,13 +854,20 @@ class SandboxProcess:
                         # The main process is done: nothing it started may outlive it.
                         self._kill_tree()
                         drain_until = now + 0.5
-                    elif now >= deadline:
-                        self._timed_out = True
+                    elif now >= deadline or self._disk_over(now):
+                        self._timed_out = not self._disk_stopped
                         self._kill_tree()
                         drain_until = now + _KILL_GRACE_S
                 left = (drain_until if drain_until is not None else deadline) - now
-                if drain_until is not None and left <= 0:
+                if drain_until is not None and (left <= 0 or not reading):
                     return
+                if not reading:
+                    # stdout closed but the process lives on: wait for it (deadline and disk checks go on).
+                    try:
+                        proc.wait(timeout=max(0.0, min(left, self._next_disk_check - now, 1.0)))
+                    except subprocess.TimeoutExpired:
+                        pass
+                    continue
                 if not sel.select(timeout=min(max(left, 0), 0.1)):
                     continue
                 try:
@@ -860,17 +875,21 @@ class SandboxProcess:
                 except BlockingIOError:
                     continue
                 if not data:
-                    if drain_until is None:
-                        # stdout closed but the process lives on: wait for it within the deadline.
-                        remaining = deadline - time.monotonic()
-                        try:
-                            proc.wait(timeout=max(remaining, 0) if math.isfinite(remaining) else None)
-                        except subprocess.TimeoutExpired:
-                            self._timed_out = True
-                        self._kill_tree()
-                    return
+                    reading = False
+                    sel.unregister(fd)
+                    continue
                 with self._lock:
                     self._buf.add(data)
+
+    def _disk_over(self, now: float) -> bool:
+        """Every second or so (less often when the walk is slow): are the writable paths over the disk limit?"""
+        if self.limits.disk_bytes is None or now < self._next_disk_check:
+            return False
+        used = _tree_bytes(self._disk_paths, self.limits.disk_bytes)
+        took = time.monotonic() - now
+        self._next_disk_check = time.monotonic() + max(_DISK_CHECK_S, 10 * took)
+        self._disk_stopped = used > self.limits.disk_bytes
+        return self._disk_stopped
 
     def _finish(self) -> None:
         proc = self._proc
@@ -896,7 +915,8 @@ class SandboxProcess:
                 sig = _signal_of(returncode)
                 self._result = RunResult(
                     returncode=returncode, output=output, timed_out=self._timed_out,
-                    reason=_reason(self.limits, returncode, sig, self._timed_out, output, self._cgroup, disk),
+                    reason=_reason(self.limits, returncode, sig, self._timed_out, output, self._cgroup, disk,
+                                   self._disk_stopped),
                     seconds=self._ended - self._started, signal=sig, output_truncated=self._buf.dropped > 0,
                     mode=self.mode)
         except Exception as exc:  # pragma: no cover - a bug here must not leave waiters hanging
@@ -1038,7 +1058,7 @@ _MEMORY_PATTERNS = re.compile(r"MemoryError|std::bad_alloc|Cannot allocate memor
 
 
 def _reason(limits: Limits, returncode: int, sig: int | None, timed_out: bool, output: str,
-            cgroup: _Cgroups, disk: int | None = None) -> str:
+            cgroup: _Cgroups, disk: int | None = None, disk_stopped: bool = False) -> str:
     reasons = []
     if limits.processes is not None:
         hit = cgroup.limit_hit("pids") if cgroup.has("pids") else (
@@ -1062,7 +1082,7 @@ def _reason(limits: Limits, returncode: int, sig: int | None, timed_out: bool, o
     if "No space left on device" in output and limits.tmpfs_bytes is not None:
         reasons.append(f"no space left (each private tmpfs, /tmp, /dev/shm and /run, holds "
                        f"{_fmt_bytes(limits.tmpfs_bytes)}; the disk may be full too)")
-    if disk is not None and limits.disk_bytes is not None and disk > limits.disk_bytes:
-        reasons.append(f"disk limit exceeded: the writable files hold more than {_fmt_bytes(limits.disk_bytes)}; "
-                       "delete some")
+    if limits.disk_bytes is not None and (disk_stopped or (disk is not None and disk > limits.disk_bytes)):
+        reasons.append(f"disk limit exceeded: the writable files hold more than {_fmt_bytes(limits.disk_bytes)}"
+                       f"{' (the command was stopped)' if disk_stopped else ''}; delete some")
     return "; ".join(reasons)

@@ -195,6 +195,14 @@ def test_workspace_disk_bound_is_reported(mode: str, box: Path) -> None:
     assert res.reason == "disk limit exceeded: the writable files hold more than 1 MiB; delete some"
     res = sb.run("rm blob", cwd=box, limits=Limits(disk_bytes=2**20))
     assert res.ok, res.reason
+    # A command that keeps writing (in many files, each under the file-size limit) is stopped while it runs.
+    res = sb.run("i=0; while :; do head -c 4M /dev/zero > f$i; i=$((i+1)); done", cwd=box,
+                 limits=Limits(disk_bytes=64 * 2**20, wall_s=60))
+    assert not res.timed_out and res.seconds < 20, res
+    assert res.reason == ("disk limit exceeded: the writable files hold more than 64 MiB (the command was stopped); "
+                          "delete some"), res.reason
+    for f in box.glob("f*"):
+        f.unlink()
 
 
 def test_no_isolating_mode_refuses_unless_opted_out(tmp_path: Path) -> None:
