@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Callable, Sequence, get_args
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, get_args
 
 from cuda_gym.errors import CudaGymError
 from cuda_gym.options import add_config_options, config_kwargs
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _subcommands(
     parser: argparse.ArgumentParser, dest: str, metavar: str = "SUBCOMMAND"
-) -> "argparse._SubParsersAction[argparse.ArgumentParser]":
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
     """A required sub-command of ``parser``, stored in ``args.<dest>``."""
     sub = parser.add_subparsers(dest=dest, metavar=metavar)
     sub.required = True
@@ -61,7 +62,7 @@ def _add_task_set_args(
     parser.add_argument("--size", choices=SIZES, default="default", help="builtin task size (default: default)")
 
 
-def _add_demo_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_demo_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``demo`` and ``play`` commands (a scripted episode; an episode typed by a person)."""
     demo = sub.add_parser(
         "demo",
@@ -196,7 +197,7 @@ def _fmt_bytes(n: int | None) -> str:
     return f"{n} B"
 
 
-def _add_tasks_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_tasks_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``tasks`` group: ``tasks list`` and ``tasks show``."""
     from cuda_gym.tasks.loaders import SOURCES
 
@@ -278,7 +279,7 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_data_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_data_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``data`` group: ``data fetch`` and ``data path``."""
     from cuda_gym.data import DATASETS
 
@@ -330,7 +331,7 @@ def cmd_data_path(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_doctor_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_doctor_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``doctor`` command."""
     doctor = sub.add_parser("doctor", help="check the installation: torch, CUDA, nvcc, sandbox, data",
                             description="Report Python, torch and CUDA versions, GPUs, nvcc, the sandbox "
@@ -379,7 +380,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_judge_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_judge_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``judge`` command and the ``baselines`` group (``baselines measure``)."""
     from cuda_gym.judge.result import Mode
 
@@ -431,7 +432,7 @@ def _add_judge_settings(parser: argparse.ArgumentParser) -> None:
                        defaults={"device": f"cuda:0 if a GPU is visible, else cpu; one of {DEVICES_HELP}"})
 
 
-def _judge_config(args: argparse.Namespace) -> "JudgeConfig":
+def _judge_config(args: argparse.Namespace) -> JudgeConfig:
     """The ``JudgeConfig`` of a command: the device found here and the shortcuts (``--no-cache``,
     ``--no-compile``), overridden by the field options given."""
     from cuda_gym.judge import JudgeConfig

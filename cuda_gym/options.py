@@ -19,15 +19,15 @@ import json
 import sys
 import textwrap
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 _DEST_PREFIX = "cfg__"
 """Namespace attributes of generated options start with this, so they never clash with a command's own."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def field_docs(cls: type) -> dict[str, str]:
     """The docstring written under each field of dataclass ``cls`` (fields without one are left out)."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cuda_gym.judge.result import JudgeResult
@@ -45,7 +46,7 @@ def log_speedup_score(passed: bool, speedup: float, failure: float = -1.0) -> fl
     return math.log(speedup)
 
 
-def milestone_reward(result: "JudgeResult", threshold: float = DEFAULT_THRESHOLD) -> int:
+def milestone_reward(result: JudgeResult, threshold: float = DEFAULT_THRESHOLD) -> int:
     """The milestone reward r in {-1, 1, 2, 3} of a judge result.
 
     -1 if the submission failed to compile, failed any correctness trial, could not run, or broke
@@ -55,12 +56,12 @@ def milestone_reward(result: "JudgeResult", threshold: float = DEFAULT_THRESHOLD
     return milestone(result.passed, result.speedup_vs_eager, result.speedup_vs_compile, threshold)
 
 
-def speedup_reward(result: "JudgeResult", baseline: str = "compile", failure: float = 0.0) -> float:
+def speedup_reward(result: JudgeResult, baseline: str = "compile", failure: float = 0.0) -> float:
     """Raw speedup over ``baseline`` (``eager`` or ``compile``); ``failure`` when it did not pass."""
     return speedup_score(result.passed, _speedup(result, baseline), failure)
 
 
-def log_speedup_reward(result: "JudgeResult", baseline: str = "compile", failure: float = -1.0) -> float:
+def log_speedup_reward(result: JudgeResult, baseline: str = "compile", failure: float = -1.0) -> float:
     """Natural log of the speedup over ``baseline``; ``failure`` when it did not pass."""
     return log_speedup_score(result.passed, _speedup(result, baseline), failure)
 
@@ -72,7 +73,7 @@ def check_baseline(baseline: str) -> str:
     return baseline
 
 
-def _speedup(result: "JudgeResult", baseline: str) -> float:
+def _speedup(result: JudgeResult, baseline: str) -> float:
     if check_baseline(baseline) == "eager":
         return result.speedup_vs_eager
     return result.speedup_vs_compile
@@ -128,7 +129,7 @@ class TerminalReward:
         if not self.threshold > 0:
             raise ValueError(f"threshold must be positive, got {self.threshold}")
 
-    def __call__(self, result: "JudgeResult") -> float:
+    def __call__(self, result: JudgeResult) -> float:
         """The reward of ``result``."""
         if callable(self.kind):
             return float(self.kind(result))
@@ -138,7 +139,7 @@ class TerminalReward:
             return speedup_reward(result)
         return log_speedup_reward(result)
 
-    def milestone(self, result: "JudgeResult") -> int:
+    def milestone(self, result: JudgeResult) -> int:
         """The milestone of ``result`` at this threshold (``info["milestone"]`` whatever the reward)."""
         return milestone_reward(result, self.threshold)
 
@@ -146,7 +147,7 @@ class TerminalReward:
         """What the profile report says a milestone needs (empty when the reward is not the milestone)."""
         return f"a milestone needs > {self.threshold:g}x" if self.kind == "milestone" else ""
 
-    def describe(self, result: "JudgeResult") -> str:
+    def describe(self, result: JudgeResult) -> str:
         """The reward line of the final judgement, e.g. ``Milestone reward: 1 (correct, but ...).``"""
         if self.kind == "milestone":
             value = self.milestone(result)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
@@ -25,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 
 @functools.lru_cache(maxsize=32)
-def _task_set(source: str, path: str | None, level: int | None, size: str) -> tuple["Task", ...]:
+def _task_set(source: str, path: str | None, level: int | None, size: str) -> tuple[Task, ...]:
     # check_env and vector envs build many envs of one id: parse a task set once per process.
     from cuda_gym.tasks import load_tasks
 
@@ -37,7 +38,7 @@ def _data_path(config: KernelEnvConfig) -> str | None:
     return str(config.data_path) if config.data_path is not None else None
 
 
-def find_task(task_id: str, config: KernelEnvConfig) -> "Task":
+def find_task(task_id: str, config: KernelEnvConfig) -> Task:
     """The task ``task_id`` at the config's size (builtin tasks) and data path."""
     from cuda_gym.tasks import get_task
 
@@ -54,7 +55,7 @@ def find_task(task_id: str, config: KernelEnvConfig) -> "Task":
     return get_task(task_id, path=path, size=size)
 
 
-def load_task_list(config: KernelEnvConfig) -> list["Task"]:
+def load_task_list(config: KernelEnvConfig) -> list[Task]:
     """The tasks an env draws from: ``config.task_ids`` if given, else the whole (filtered) set."""
     if config.task_ids:
         return [find_task(task_id, config) for task_id in config.task_ids]
@@ -99,19 +100,19 @@ class LazyJudge:
             self._judge = Judge(self.config)
         return self._judge
 
-    def verify(self, ws: "Workspace") -> "JudgeResult":
+    def verify(self, ws: Workspace) -> JudgeResult:
         """``Judge.verify``."""
         return self.judge.verify(ws)
 
-    def profile(self, ws: "Workspace") -> "JudgeResult":
+    def profile(self, ws: Workspace) -> JudgeResult:
         """``Judge.profile``."""
         return self.judge.profile(ws)
 
-    def submit(self, ws: "Workspace") -> "JudgeResult":
+    def submit(self, ws: Workspace) -> JudgeResult:
         """``Judge.submit`` (the final judgement)."""
         return self.judge.submit(ws)
 
-    def evaluate(self, task: "Task", **kwargs: Any) -> "JudgeResult":
+    def evaluate(self, task: Task, **kwargs: Any) -> JudgeResult:
         """``Judge.evaluate``."""
         return self.judge.evaluate(task, **kwargs)
 
@@ -145,7 +146,7 @@ def make_judge(config: KernelEnvConfig) -> tuple[Any, bool]:
     )
 
 
-def _from_cache(result: "JudgeResult") -> bool:
+def _from_cache(result: JudgeResult) -> bool:
     """Whether the judge answered from its judgement cache (an identical earlier submission)."""
     return result.fingerprint.get("judgement") == "cache"
 
@@ -188,7 +189,7 @@ class KernelEnvBase(gym.Env[str, str]):
 
     # -- episode plumbing -------------------------------------------------------------------------
 
-    def _pick_task(self, options: Mapping[str, Any] | None) -> "Task":
+    def _pick_task(self, options: Mapping[str, Any] | None) -> Task:
         task_id = (options or {}).get("task_id")
         if task_id is not None:
             for task in self.tasks:
@@ -197,7 +198,7 @@ class KernelEnvBase(gym.Env[str, str]):
             return find_task(str(task_id), self.config)
         return self.tasks[int(self.np_random.integers(len(self.tasks)))]
 
-    def _begin(self, options: Mapping[str, Any] | None) -> tuple["Workspace", str, dict[str, Any]]:
+    def _begin(self, options: Mapping[str, Any] | None) -> tuple[Workspace, str, dict[str, Any]]:
         """What every ``reset`` does: draw a task, lay out its workspace, and return the workspace,
         the prompt (``self._prompt(ws)``, cleaned) and the base ``info``."""
         self.task = self._pick_task(options)
@@ -207,11 +208,11 @@ class KernelEnvBase(gym.Env[str, str]):
         self.transcript = [{"role": "user", "content": prompt}]
         return ws, prompt, self._base_info()
 
-    def _prompt(self, ws: "Workspace") -> str:
+    def _prompt(self, ws: Workspace) -> str:
         """The episode's first observation (before cleaning); subclasses write it."""
         raise NotImplementedError
 
-    def _new_workspace(self, task: "Task") -> "Workspace":
+    def _new_workspace(self, task: Task) -> Workspace:
         from cuda_gym.workspace import Workspace
 
         self._close_workspace()
@@ -230,11 +231,11 @@ class KernelEnvBase(gym.Env[str, str]):
                 logger.warning("could not remove workspace %s: %s", self.workspace.root, exc)
             self.workspace = None
 
-    def _skill_text(self, ws: "Workspace") -> str:
+    def _skill_text(self, ws: Workspace) -> str:
         skill = ws.root / "SKILL.md"
         return skill.read_text(errors="replace") if skill.is_file() else ""
 
-    def _header(self, ws: "Workspace", model_note: str) -> str:
+    def _header(self, ws: Workspace, model_note: str) -> str:
         """The prompt's opening both envs share: the task line, SKILL.md and the reference program
         (its heading reads ``model.py (<model_note>)``)."""
         assert self.task is not None
@@ -254,10 +255,10 @@ class KernelEnvBase(gym.Env[str, str]):
                 "the episode is over (terminated or truncated) or was never started: call reset() before step()"
             )
 
-    def _reward(self, result: "JudgeResult") -> float:
+    def _reward(self, result: JudgeResult) -> float:
         return float(self.reward_fn(result))
 
-    def _final_facts(self, result: "JudgeResult") -> dict[str, Any]:
+    def _final_facts(self, result: JudgeResult) -> dict[str, Any]:
         """``info`` of a final judgement: the judge's facts plus ``milestone`` at the env's threshold."""
         return {**result.to_info(), "milestone": self.reward_fn.milestone(result)}
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from cuda_gym.errors import ConfigError
 from cuda_gym.reward import DEFAULT_THRESHOLD, REWARDS, RewardFn
@@ -88,7 +89,7 @@ class KernelEnvConfig:
         return flavour_of(self.device)
 
     @classmethod
-    def build(cls, config: "KernelEnvConfig | Mapping[str, Any] | None" = None, **overrides: Any) -> "KernelEnvConfig":
+    def build(cls, config: KernelEnvConfig | Mapping[str, Any] | None = None, **overrides: Any) -> KernelEnvConfig:
         """A config from an instance or a dict, with keyword overrides; unknown keys are an error."""
         if config is None:
             base: dict[str, Any] = {}

@@ -204,6 +204,7 @@ def test_engine_dependency_graph_has_no_cycle_even_through_deferred_imports() ->
 EXCEPTIONS_ELSEWHERE = {
     "cuda_gym._sandbox_init.SetupError": "H1 (sandbox)",
     "cuda_gym.build.files.UnreadableFile": "H3 (build)",
+    "cuda_gym.build.files.SnapshotError": "H3 (build)",
     "cuda_gym.judge.candidate_worker.CandidateError": "the lead (judge)",
     "cuda_gym.judge.candidate_server.CandidateError": "the lead (judge)",
     "cuda_gym.judge.messages.ProtocolError": "the lead (judge)",

@@ -115,7 +115,8 @@ def test_facts_do_not_allocate_huge_tensors() -> None:
 
 
 def test_facts_follow_cuda_code_onto_meta() -> None:
-    code = GOOD.replace("torch.randn(batch_size, features)", 'torch.randn(batch_size, features, device="cuda").cuda().to("cuda:0")')
+    on_cuda = 'torch.randn(batch_size, features, device="cuda").cuda().to("cuda:0")'
+    code = GOOD.replace("torch.randn(batch_size, features)", on_cuda)
     facts = compute_facts(make(code))
     assert facts.error is None and facts.input_bytes == 8 * 16 * 4
 

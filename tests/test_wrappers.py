@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from cuda_gym.tools import to_openai_tool_call, ToolCall
+from cuda_gym.tools import ToolCall, to_openai_tool_call
 from cuda_gym.wrappers import (
     INFO_FEATURES,
     ChatHistory,

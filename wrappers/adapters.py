@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from typing import Any, Mapping, Sequence, SupportsFloat
+from collections.abc import Mapping, Sequence
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np

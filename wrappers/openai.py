@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import string
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import gymnasium as gym
 from gymnasium import spaces

@@ -10,9 +10,10 @@ import logging
 import multiprocessing
 import os
 import warnings
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from cuda_gym.paths import cache_dir, write_text_atomic
 from cuda_gym.tasks.task import Task  # one way: facts are about tasks; Task knows nothing of facts

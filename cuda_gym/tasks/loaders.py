@@ -8,9 +8,10 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from cuda_gym.errors import DataNotFoundError, TaskError
 from cuda_gym.paths import DATA_ENV, data_roots
@@ -299,6 +300,24 @@ def _custom_rows(path: Path, level: int) -> list[_Row]:
 # ------------------------------------------------------------------------------------------ public
 
 
+def _source_rows(source: str, path: str | os.PathLike[str] | None, levels: set[int] | None) -> list[_Row]:
+    """The rows of ``source`` at ``levels`` (``None``: every level; for ``custom``, the level given)."""
+    if source == "builtin":
+        rows = _builtin_rows()
+    elif source == "kernelbench":
+        if path is not None and (str(path) == "hf" or str(path).startswith("hf://")):
+            rows = _kernelbench_hf(levels)
+        else:
+            rows = _kernelbench_rows(find_dataset("kernelbench", path), levels)
+    elif source == "ops6k":
+        rows = _ops6k_rows(find_dataset("ops6k", path))
+    else:
+        if path is None:
+            raise TaskError("custom tasks need path=<folder of KernelBench-style .py files> (CLI: --path)")
+        return _custom_rows(Path(path).expanduser(), next(iter(levels)) if levels and len(levels) == 1 else 1)
+    return rows if levels is None else [r for r in rows if r.level in levels]
+
+
 def load_tasks(
     source: str,
     *,
@@ -330,24 +349,7 @@ def load_tasks(
     if source not in SOURCES:
         raise TaskError(f"unknown task source {source!r}; choose one of {', '.join(SOURCES)}")
     check_size(size)
-    levels = _levels(level)
-    if source == "builtin":
-        rows = _builtin_rows()
-    elif source == "kernelbench":
-        if path is not None and (str(path) == "hf" or str(path).startswith("hf://")):
-            rows = _kernelbench_hf(levels)
-        else:
-            rows = _kernelbench_rows(find_dataset("kernelbench", path), levels)
-    elif source == "ops6k":
-        rows = _ops6k_rows(find_dataset("ops6k", path))
-    else:
-        if path is None:
-            raise TaskError("custom tasks need path=<folder of KernelBench-style .py files> (CLI: --path)")
-        rows = _custom_rows(Path(path).expanduser(), next(iter(levels)) if levels and len(levels) == 1 else 1)
-        levels = None
-    if levels is not None:
-        rows = [r for r in rows if r.level in levels]
-
+    rows = _source_rows(source, path, _levels(level))
     result = TaskSet(source=source)
     seen: dict[str, str] = {}
     for row in rows:

@@ -8,8 +8,9 @@ import hashlib
 import itertools
 import sys
 import types
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from cuda_gym.errors import TaskError
 from cuda_gym.vocab import Size
