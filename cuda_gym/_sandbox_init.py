@@ -43,7 +43,7 @@ _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctype
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 
 
-class SetupError(Exception):
+class _SetupError(Exception):
     """A mount step failed."""
 
 
@@ -52,10 +52,10 @@ def _b(s: str | None) -> bytes | None:
 
 
 def mount(src: str | None, dst: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    """mount(2), raising :class:`SetupError` with the errno's text."""
+    """mount(2), raising :class:`_SetupError` with the errno's text."""
     if _libc.mount(_b(src), _b(dst), _b(fstype), flags, _b(data)) != 0:
         err = ctypes.get_errno()
-        raise SetupError(f"mount {src or fstype} on {dst}: {os.strerror(err)}")
+        raise _SetupError(f"mount {src or fstype} on {dst}: {os.strerror(err)}")
 
 
 def _mounts_under(path: str) -> list[tuple[str, int]]:
@@ -125,7 +125,7 @@ def make_dev(root: str, nodes: list[str]) -> None:
     os.makedirs(d + "/pts", exist_ok=True)
     try:
         mount("devpts", d + "/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
-    except SetupError:
+    except _SetupError:
         pass  # no ptys then, as on some hardened hosts
 
 
@@ -165,7 +165,7 @@ def apply(root: str, step: list) -> None:
     elif kind == "remount-ro":
         remount_ro(root.rstrip("/") + args[0] if args[0] != "/" else root)
     else:
-        raise SetupError(f"unknown mount step {kind!r}")
+        raise _SetupError(f"unknown mount step {kind!r}")
 
 
 def pivot(root: str) -> None:
@@ -174,9 +174,9 @@ def pivot(root: str) -> None:
     os.chdir(root)
     if nr is not None:
         if _libc.syscall(nr, b".", b".") != 0:
-            raise SetupError(f"pivot_root: {os.strerror(ctypes.get_errno())}")
+            raise _SetupError(f"pivot_root: {os.strerror(ctypes.get_errno())}")
         if _libc.umount2(b".", MNT_DETACH) != 0:
-            raise SetupError(f"detaching the host root: {os.strerror(ctypes.get_errno())}")
+            raise _SetupError(f"detaching the host root: {os.strerror(ctypes.get_errno())}")
     else:  # pragma: no cover - unknown architecture: move the new root over / (the old one is hidden)
         mount(".", "/", None, 8192)  # MS_MOVE
         os.chroot(".")
@@ -228,8 +228,8 @@ def main() -> None:
         if plan.get("loopback"):
             loopback_up()
         os.chdir(plan["cwd"])
-    except (SetupError, OSError) as exc:
-        text = str(exc) if isinstance(exc, SetupError) else f"{exc.filename or ''}: {exc.strerror or exc}"
+    except (_SetupError, OSError) as exc:
+        text = str(exc) if isinstance(exc, _SetupError) else f"{exc.filename or ''}: {exc.strerror or exc}"
         if isinstance(exc, OSError) and exc.errno == errno.ENOENT and exc.filename == plan.get("cwd"):
             text = f"working directory {plan['cwd']} is not in the sandbox"
         os.write(2, f"sandbox setup: {text}\n".encode())
