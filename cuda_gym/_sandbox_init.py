@@ -140,8 +140,8 @@ def apply(root: str, step: list) -> None:
     kind, args = step[0], step[1:]
     if kind == "ro":
         bind(root, args[0], args[1], readonly=True)
-    elif kind == "ro-try":
-        if os.path.exists(args[0]):
+    elif kind == "ro-try":  # a link made since the plan was written is not followed either
+        if os.path.exists(args[0]) and not os.path.islink(args[0]):
             bind(root, args[0], args[1], readonly=True)
     elif kind == "rw":
         bind(root, args[0], args[1], readonly=False)

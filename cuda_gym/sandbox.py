@@ -560,7 +560,9 @@ class Sandbox:
             plan += [("dev-bind", f"/dev/{name}", f"/dev/{name}") for name in self._gpu_devices()]
         plan.append(("tmpfs", "/run", size))
         plan += [("rw", str(p), str(p)) for p in self.writable]
-        plan += [("ro-try", str(p), str(p)) for p in self.readonly]
+        # A link in a readonly path (inside a writable workspace, the agent may make one) is not bound:
+        # the bind would follow it and show its host target inside.
+        plan += [("ro-try", str(p), str(p)) for p in self.readonly if not p.is_symlink()]
         plan += [("remount-ro", "/dev"), ("remount-ro", "/")]
         return plan
 

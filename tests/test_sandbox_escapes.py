@@ -222,3 +222,12 @@ def test_no_isolating_mode_refuses_unless_opted_out(tmp_path: Path) -> None:
     env[MODE_ENV] = "limits"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=REPO).stdout
     assert out.strip() == "MODE limits", out
+
+
+def test_readonly_path_made_a_link_does_not_bind_its_target(mode: str, box: Path, tmp_path: Path) -> None:
+    """A protected workspace file replaced by a link to a host file must not bring that file inside."""
+    secret = tmp_path / "judge_secret.txt"
+    secret.write_text("JUDGE-SECRET\n")
+    (box / "model.py").symlink_to(secret)
+    res = Sandbox([box], readonly=[box / "model.py"], mode=mode).run("cat model.py", cwd=box)
+    assert "JUDGE-SECRET" not in res.output, res.output
