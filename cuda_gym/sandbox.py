@@ -1081,7 +1081,7 @@ def _reason(limits: Limits, returncode: int, sig: int | None, timed_out: bool, o
             reasons.append(f"file size limit exceeded (files are capped at {_fmt_bytes(limits.file_bytes)})")
         elif limits.memory_bytes is not None and not memory_hit and _MEMORY_PATTERNS.search(output):
             reasons.append(f"memory limit of {_fmt_bytes(limits.memory_bytes)} exceeded")
-    if "No space left on device" in output and limits.tmpfs_bytes is not None:
+    if returncode != 0 and "No space left on device" in output and limits.tmpfs_bytes is not None:
         reasons.append(f"no space left (each private tmpfs, /tmp, /dev/shm and /run, holds "
                        f"{_fmt_bytes(limits.tmpfs_bytes)}; the disk may be full too)")
     if limits.disk_bytes is not None and (disk_stopped or (disk is not None and disk > limits.disk_bytes)):

@@ -186,6 +186,8 @@ def test_private_tmpfs_are_size_bounded(mode: str, box: Path) -> None:
     assert len(sizes) == 3 and all(s <= 8 * 2**20 for s in sizes), res.output
     assert "WROTE_DEV" not in res.output
     assert "no space left (each private tmpfs, /tmp, /dev/shm and /run, holds 8 MiB" in res.reason, res.reason
+    # Printing the words is not hitting the bound.
+    assert Sandbox([box], mode=mode).run("echo 'No space left on device'", cwd=box, limits=limits).reason == ""
 
 
 def test_workspace_disk_bound_is_reported(mode: str, box: Path) -> None:
