@@ -168,16 +168,20 @@ def apply(root: str, step: list) -> None:
         raise _SetupError(f"unknown mount step {kind!r}")
 
 
-def pivot(root: str) -> None:
+def pivot(root: str, use_pivot_root: bool = True) -> None:
     """Make ``root`` the root of this mount namespace and drop the host's tree."""
-    nr = _PIVOT_ROOT.get(os.uname().machine)
+    nr = _PIVOT_ROOT.get(os.uname().machine) if use_pivot_root else None
     os.chdir(root)
-    if nr is not None:
-        if _libc.syscall(nr, b".", b".") != 0:
-            raise _SetupError(f"pivot_root: {os.strerror(ctypes.get_errno())}")
+    if nr is not None and _libc.syscall(nr, b".", b".") == 0:
         if _libc.umount2(b".", MNT_DETACH) != 0:
             raise _SetupError(f"detaching the host root: {os.strerror(ctypes.get_errno())}")
-    else:  # pragma: no cover - unknown architecture: move the new root over / (the old one is hidden)
+    else:
+        # No pivot_root (unknown architecture, or EINVAL where / is the initramfs rootfs): move the new
+        # root over / and chroot into it, as switch_root does. The host's tree stays below, out of reach
+        # of a command without CAP_SYS_CHROOT (setpriv drops it).
+        err = ctypes.get_errno() if nr is not None else 0
+        if err not in (0, errno.EINVAL):
+            raise _SetupError(f"pivot_root: {os.strerror(err)}")
         mount(".", "/", None, 8192)  # MS_MOVE
         os.chroot(".")
     os.chdir("/")
@@ -224,7 +228,7 @@ def main() -> None:
         mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=16m")
         for step in plan["steps"]:
             apply(root, step)
-        pivot(root)
+        pivot(root, plan.get("pivot_root", True))
         if plan.get("loopback"):
             loopback_up()
         os.chdir(plan["cwd"])

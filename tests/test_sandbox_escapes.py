@@ -233,3 +233,31 @@ def test_readonly_path_made_a_link_does_not_bind_its_target(mode: str, box: Path
     (box / "model.py").symlink_to(secret)
     res = Sandbox([box], readonly=[box / "model.py"], mode=mode).run("cat model.py", cwd=box)
     assert "JUDGE-SECRET" not in res.output, res.output
+
+
+def test_unshare_init_without_pivot_root_hides_the_host(box: Path, tmp_path: Path) -> None:
+    """The init's fallback where pivot_root is refused (/ is an initramfs): move the root and chroot."""
+    if "unshare" not in ISOLATING:
+        pytest.skip("unshare mode not available")
+    import json
+    import shutil
+    import tempfile
+
+    canary = tmp_path / "canary.txt"
+    canary.write_text("CANARY-SECRET\n")
+    sb = Sandbox([box], mode="unshare")
+    root = Path(tempfile.mkdtemp(prefix="cuda_gym_sbx_"))
+    try:
+        argv = sb._unshare_args(root, box, Limits())
+        i = next(n for n, a in enumerate(argv) if a.startswith("{"))
+        argv[i] = json.dumps({**json.loads(argv[i]), "pivot_root": False})
+        # chroot() again is the classic way out of a chroot: it needs CAP_SYS_CHROOT, which is dropped.
+        cmd = (f"cat {canary} /etc/shadow; touch /usr/x && echo WROTE; "
+               "python3 -c \"import os; os.chroot('/tmp'); print('CHROOTED')\"; echo inside")
+        out = subprocess.run([*argv, "/bin/bash", "-c", cmd], cwd=box, capture_output=True, text=True,
+                             env=sb.env_for(box, Path("/tmp"), None), timeout=60)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert out.returncode == 0 and "inside" in out.stdout, out.stdout + out.stderr
+    assert "CANARY-SECRET" not in out.stdout and "root:" not in out.stdout and "WROTE" not in out.stdout
+    assert "CHROOTED" not in out.stdout and "PermissionError" in out.stderr
