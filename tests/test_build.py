@@ -21,25 +21,15 @@ from build_fixtures import (  # noqa: F401 - fixtures
     cuda_add_build,
     write_add_kernels,
 )
-from cuda_gym.build import (
-    BuildConfig,
-    _fast_linker,
-    _parse_arch,
-    build_workspace,
-    cache_root,
-    find_cuda_home,
-    load_extension,
-    summarize_log,
-)
+from cuda_gym.build import BuildConfig, build_workspace, cache_root, find_cuda_home, load_extension, summarize_log
+from cuda_gym.build.toolchain import _fast_linker, _parse_arch
 from cuda_gym.errors import BuildError
 from cuda_gym.workspace import Workspace
 
 
 def copy_built(built: BuiltWorkspace, dest: Path) -> Workspace:
-    """A copy of a built episode (sources, objects, ninja state) that a test may change freely."""
+    """A copy of a built episode's workspace that a test may change freely (its objects stay cached)."""
     ws = built.ws
-    if not (ws.build_dir / "cuda_extension.so").exists():  # the fixture hit the cache: build for real
-        assert build_workspace(ws, BuildConfig(**{**built.config.__dict__, "use_cache": False})).ok
     shutil.copytree(ws.episode_dir, dest, symlinks=True)
     return Workspace(dest, dest / "workspace", dest / "build", ws.task, ws.flavour, dict(ws.infra_hashes))
 
@@ -48,8 +38,6 @@ def edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert old in text
     path.write_text(text.replace(old, new, 1))
-    future = time.time() + 2  # past the copied objects' mtimes even on coarse clocks
-    os.utime(path, (future, future))
 
 
 # -- toolchain discovery -------------------------------------------------------------------------
@@ -188,23 +176,22 @@ def test_identical_contents_hit_the_cache(cuda_add_build: BuiltWorkspace, tmp_pa
     ws = Workspace.create(add_task(), flavour="cuda", parent=tmp_path)
     write_add_kernels(ws)
     result = build_workspace(ws, cuda_add_build.config)
-    assert result.cached and result.ok
+    assert result.cached and result.ok and result.compiled == ()
     assert result.key == cuda_add_build.result.key
     assert result.module_path == cuda_add_build.result.module_path
     assert result.seconds < 1.0
-    assert not (ws.build_dir / "build.ninja").exists()  # nothing was compiled
+    assert result.inputs == ("kernels/add.cu", "kernels/add_binding.cpp", "binding_registry.h") or \
+        set(result.inputs) == {"kernels/add.cu", "kernels/add_binding.cpp", "binding_registry.h"}
 
 
 def test_one_line_edit_recompiles_only_that_file(cuda_add_build: BuiltWorkspace, tmp_path: Path) -> None:
     ws = copy_built(cuda_add_build, tmp_path / "ep")
-    binding_obj = ws.build_dir / "obj" / "kernels" / "add_binding.cpp.o"
-    before = binding_obj.stat().st_mtime_ns
     edit(ws.root / "kernels" / "add.cu", "out[i] = a[i] + b[i];", "out[i] = b[i] + a[i];")
     result = build_workspace(ws, cuda_add_build.config)
     assert result.ok and not result.cached, result.log
+    assert result.compiled == ("kernels/add.cu",)
     assert "NVCC kernels/add.cu" in result.raw_log
     assert "add_binding.cpp" not in result.raw_log
-    assert binding_obj.stat().st_mtime_ns == before
     assert result.key != cuda_add_build.result.key
     assert result.seconds < 120
 
@@ -286,3 +273,135 @@ def test_two_extensions_in_one_process_stay_separate(cuda_add_build: BuiltWorksp
     assert torch.allclose(cpu_mod.add_forward(a, b), a + b)
     with pytest.raises(RuntimeError, match="expected CUDA tensors"):
         cuda_mod.add_forward(a, b)
+
+
+# -- what the shared cache trusts ----------------------------------------------------------------
+
+CHEAT = "out[i] = 0.0f * (a[i] + b[i]);"
+
+
+def test_restored_sources_with_old_timestamps_never_get_the_cheat_binary(cpu_add_build: BuiltWorkspace,
+                                                                         tmp_path: Path) -> None:
+    """The poisoning attack: build a cheat, restore the honest sources with `touch -d` old times.
+
+    ninja trusted the timestamps, kept the cheat's object and the cheat was stored under the honest
+    sources' key, where every other episode found it. Rebuild decisions are content hashes now.
+    """
+    import torch
+
+    config = cpu_add_build.config
+    marker = f"// {uuid.uuid4().hex}\n"  # contents no earlier build stored
+    ws = Workspace.create(add_task(), flavour="cpu", parent=tmp_path)
+    write_add_kernels(ws)
+    kernel = ws.root / "kernels" / "add.cpp"
+    honest = marker + kernel.read_text()
+    kernel.write_text(honest.replace("out[i] = a[i] + b[i];", CHEAT))
+    cheat = build_workspace(ws, config)
+    assert cheat.ok and cheat.compiled == ("kernels/add.cpp",), cheat.log
+    a, b = torch.randn(1000), torch.randn(1000)
+    assert torch.equal(load_extension(cheat.module_path).add_forward(a, b), torch.zeros(1000))
+
+    kernel.write_text(honest)
+    old = time.time() - 10 * 365 * 86400  # older than the cheat's object
+    os.utime(kernel, (old, old))
+    restored = build_workspace(ws, config)
+    assert restored.ok and restored.key != cheat.key
+    assert restored.compiled == ("kernels/add.cpp",)
+    assert torch.allclose(load_extension(restored.module_path).add_forward(a, b), a + b)
+
+    other = Workspace.create(add_task(), flavour="cpu", parent=tmp_path)  # another episode, same honest sources
+    write_add_kernels(other)
+    (other.root / "kernels" / "add.cpp").write_text(honest)
+    shared = build_workspace(other, config)
+    assert shared.cached and shared.key == restored.key
+    assert torch.allclose(load_extension(shared.module_path).add_forward(a, b), a + b)
+
+
+def test_a_header_edit_recompiles_the_units_that_read_it(cpu_add_build: BuiltWorkspace, tmp_path: Path) -> None:
+    """Keys cover every file the compiler read (its depfile), not just the named sources."""
+    import torch
+
+    ws = copy_built(cpu_add_build, tmp_path / "ep")
+    kernel = ws.root / "kernels" / "add.cpp"
+    (ws.root / "kernels" / "detail").mkdir()
+    header = ws.root / "kernels" / "detail" / "op.ipp"
+    header.write_text(f"// {uuid.uuid4().hex}\nstatic inline float op(float x, float y) {{ return x + y; }}\n")
+    edit(kernel, "#include <cstdint>", '#include <cstdint>\n#include "detail/op.ipp"')
+    edit(kernel, "out[i] = a[i] + b[i];", "out[i] = op(a[i], b[i]);")
+    first = build_workspace(ws, cpu_add_build.config)
+    assert first.ok and "kernels/detail/op.ipp" in first.inputs, first.log
+    header.write_text(header.read_text().replace("x + y", "x - y"))
+    old = time.time() - 86400
+    os.utime(header, (old, old))
+    second = build_workspace(ws, cpu_add_build.config)
+    assert second.ok and second.compiled == ("kernels/add.cpp",) and second.key != first.key
+    a, b = torch.randn(64), torch.randn(64)
+    assert torch.allclose(load_extension(second.module_path).add_forward(a, b), a - b)
+
+
+def _build_with_proc_link(args: tuple[str, str]) -> bool:
+    parent, cache = args
+    ws = Workspace.create(add_task(), flavour="cpu", parent=parent)
+    write_add_kernels(ws)
+    (ws.root / "kernels" / "x.h").symlink_to("/proc/kmsg")
+    os.mkfifo(ws.root / "kernels" / "pipe.h")
+    return build_workspace(ws, BuildConfig(cache_dir=Path(cache), timeout_s=900)).ok
+
+
+@pytest.mark.skipif(not os.access("/proc/kmsg", os.R_OK), reason="needs a readable /proc/kmsg (root)")
+def test_a_link_to_proc_kmsg_does_not_hang_the_build(cpu_add_build: BuiltWorkspace, tmp_path: Path) -> None:
+    """Content hashing opened kernels/x.h -> /proc/kmsg and waited forever; links are never followed now."""
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        job = pool.apply_async(_build_with_proc_link, ((str(tmp_path), str(cpu_add_build.config.cache_dir)),))
+        assert job.get(timeout=120)  # a hang fails here instead of stalling the suite
+
+
+_HOLD_WORK_DIR = """
+import sys, time
+from pathlib import Path
+from cuda_gym.build.store import work_dir
+with work_dir(Path(sys.argv[1])) as work:
+    (work / "torch_extension.h.gch").write_bytes(b"x" * (8 * 2**20))  # a precompiled header being written
+    print(work, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_killed_build_leaves_nothing_behind_after_the_next_start(cpu_add_build: BuiltWorkspace,
+                                                                   tmp_path: Path) -> None:
+    """A kill during the first build left a 791 MB PCH temporary in the cache; the next start removes it."""
+    import signal
+    import subprocess
+    import sys
+
+    cache = cpu_add_build.config.cache_dir
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD_WORK_DIR, str(cache)], stdout=subprocess.PIPE, text=True)
+    work = Path(proc.stdout.readline().strip())
+    assert (work / "torch_extension.h.gch").is_file()
+    legacy = cache / "pch" / ("0" * 24) / ".pch.abc.gch"  # what the old layout left beside the real one
+    legacy.parent.mkdir(parents=True, exist_ok=True)
+    legacy.write_bytes(b"y")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    old = time.time() - 3600
+    for path in (work.with_name(work.name + ".lock"), legacy):
+        os.utime(path, (old, old))
+    assert work.exists()
+    ws = Workspace.create(add_task(), flavour="cpu", parent=tmp_path)
+    write_add_kernels(ws)
+    assert build_workspace(ws, cpu_add_build.config).ok  # any next start sweeps
+    assert not work.exists() and not work.with_name(work.name + ".lock").exists() and not legacy.exists()
+    assert list((cache / "tmp").iterdir()) == []
+
+
+def test_a_live_build_is_never_swept(tmp_path: Path) -> None:
+    from cuda_gym.build.store import sweep, work_dir
+
+    with work_dir(tmp_path) as work:
+        lock = work.with_name(work.name + ".lock")
+        old = time.time() - 3600
+        os.utime(lock, (old, old))
+        assert sweep(tmp_path) == []
+        assert work.is_dir()
+    assert not work.exists()

@@ -128,3 +128,83 @@ def read_regular(path: Path, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+SNAPSHOT_SUFFIXES = ("", ".cu", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".hxx", ".cuh", ".inl", ".inc",
+                     ".tcc", ".ipp")
+"""Files a compile can read: sources and anything ``#include`` may name (header suffixes, or none)."""
+
+SNAPSHOT_FILE_LIMIT = 4 * 2**20
+"""A larger file is left out of the snapshot (an include of it then fails to compile)."""
+
+SNAPSHOT_TOTAL_LIMIT = 64 * 2**20
+
+
+class SnapshotError(OSError):
+    """The workspace holds more source bytes than a build copies."""
+
+
+@dataclass
+class Snapshot:
+    """A private copy of the files a compile may read, made by the trusted side.
+
+    Attributes:
+        root: the copy's root; compilers run there, so they read nothing the agent can still change.
+        hashes: workspace-relative path -> sha256 of every copied file (computed while copying).
+        names: basename -> every copied path with that basename (to notice a header that now
+            shadows another on the include path).
+        skipped: workspace-relative paths left out, and why (links, special files, oversized).
+    """
+
+    root: Path
+    hashes: dict[str, str]
+    names: dict[str, tuple[str, ...]]
+    skipped: dict[str, str]
+
+
+def snapshot(src: Path, dest: Path, *, replace: dict[str, bytes] | None = None) -> Snapshot:
+    """Copy the regular source-like files of ``src`` (any depth, links never followed) to ``dest``.
+
+    Args:
+        src: the agent's workspace root.
+        dest: an empty private folder of the trusted side.
+        replace: workspace-relative paths whose content is given here instead of read (the pristine
+            infrastructure headers): they are written whatever the workspace holds.
+
+    Raises :class:`SnapshotError` past :data:`SNAPSHOT_TOTAL_LIMIT` bytes in all.
+    """
+    import hashlib
+
+    replace = dict(replace or {})
+    hashes: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    total = 0
+    for entry in walk(src):
+        if entry.rel in replace or os.path.splitext(entry.rel)[1] not in SNAPSHOT_SUFFIXES:
+            continue
+        if entry.kind != "file":
+            skipped[entry.rel] = "a symbolic link" if entry.kind == "link" else "not a regular file"
+            continue
+        try:
+            data = read_regular(src / entry.rel, SNAPSHOT_FILE_LIMIT)
+        except UnreadableFile as exc:
+            skipped[entry.rel] = str(exc)
+            continue
+        total += len(data)
+        if total > SNAPSHOT_TOTAL_LIMIT:
+            raise SnapshotError(f"the workspace holds more than {SNAPSHOT_TOTAL_LIMIT // 2**20} MiB of source-like "
+                                "files; remove generated or data files from it")
+        _write(dest / entry.rel, data)
+        hashes[entry.rel] = hashlib.sha256(data).hexdigest()
+    for rel, data in replace.items():
+        _write(dest / rel, data)
+        hashes[rel] = hashlib.sha256(data).hexdigest()
+    names: dict[str, list[str]] = {}
+    for rel in sorted(hashes):
+        names.setdefault(posixpath.basename(rel), []).append(rel)
+    return Snapshot(dest, hashes, {k: tuple(v) for k, v in names.items()}, skipped)
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
