@@ -64,7 +64,7 @@ def find_cxx() -> Path | None:
     return Path(found) if found else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cpu_model() -> str:
     """The CPU model name from ``/proc/cpuinfo`` (else ``platform.processor()`` or the machine type)."""
     try:

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from cuda_gym.errors import SandboxError
 from cuda_gym.host import find_cuda_home
@@ -138,7 +138,7 @@ def _bwrap_base_args() -> list[str]:
     return args
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bwrap_works() -> bool:
     exe = shutil.which("bwrap")
     if exe is None:
@@ -155,7 +155,7 @@ def _bwrap_works() -> bool:
     return proc.returncode == 0
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _unshare_works() -> bool:
     if os.geteuid() != 0 or not all(shutil.which(t) for t in ("unshare", "setpriv")):
         return False
@@ -175,7 +175,7 @@ def _unshare_works() -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _detect_mode(forced: str | None) -> SandboxMode:
     if forced:
         if forced not in MODES:
@@ -186,7 +186,7 @@ def _detect_mode(forced: str | None) -> SandboxMode:
         if forced == "unshare" and not _unshare_works():
             raise SandboxError(f"{MODE_ENV}=unshare but `unshare` isolation does not work here (it needs root, "
                                f"util-linux and mount rights): set {MODE_ENV}=limits or install bubblewrap")
-        mode: SandboxMode = forced  # type: ignore[assignment]
+        mode: SandboxMode = forced
     elif _bwrap_works():
         mode = "bwrap"
     elif _unshare_works():
@@ -206,7 +206,9 @@ def _detect_mode(forced: str | None) -> SandboxMode:
 
 def available_modes() -> list[SandboxMode]:
     """Every mode that works on this machine, strongest first (``limits`` always works, when forced)."""
-    return [m for m, ok in (("bwrap", _bwrap_works()), ("unshare", _unshare_works()), ("limits", True)) if ok]
+    works: tuple[tuple[SandboxMode, bool], ...] = (("bwrap", _bwrap_works()), ("unshare", _unshare_works()),
+                                                   ("limits", True))
+    return [m for m, ok in works if ok]
 
 
 def sandbox_mode() -> SandboxMode:
@@ -256,7 +258,7 @@ _CGROUP_LIMIT_FILES = {("pids", 1): ("pids.max", "8"), ("pids", 2): ("pids.max",
 """Per controller and cgroup version: the limit file and a harmless value written by the probe."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cgroup_parent(controller: str) -> tuple[Path, int] | None:
     """A cgroup directory (and its cgroup version) under which we may create children that limit
     ``controller`` (``pids`` or ``memory``); probed once."""
@@ -288,14 +290,14 @@ def _pids_cgroup_parent() -> Path | None:
     return found[0] if found else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _warn_nproc_unenforced() -> None:
     logger.warning("running as root without a writable pids cgroup: the process limit is not enforced "
                    "(the kernel exempts uid 0 from RLIMIT_NPROC); only the wall limit stops a fork bomb. "
                    "Give the container a writable cgroup or run as a non-root user (see docs/sandbox.md).")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _warn_memory_per_process() -> None:
     logger.warning("no writable memory cgroup here: the memory limit holds per process only (RLIMIT_AS/DATA), "
                    "so several processes of one command may together use more. Give the container a writable "
@@ -405,13 +407,13 @@ def _try_write(path: Path, value: str) -> None:
 # --------------------------------------------------------------------------- host paths
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cuda_home() -> Path | None:
     """The CUDA toolkit the build uses (:func:`cuda_gym.host.find_cuda_home`), so both agree."""
     return find_cuda_home()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _runtime_paths() -> tuple[Path, ...]:
     """Host paths a sandboxed Python, compiler or CUDA program needs to read."""
     import importlib.util
@@ -984,7 +986,7 @@ def _tree_bytes(paths: Sequence[Path], stop_above: int) -> int:
     return total
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _setpriv_has_pdeathsig() -> bool:
     try:
         out = subprocess.run([_SETPRIV, "--help"], capture_output=True, text=True, timeout=10).stdout
@@ -998,7 +1000,7 @@ _spawner: concurrent.futures.ThreadPoolExecutor | None = None
 _spawner_lock = threading.Lock()
 
 
-def _spawn(argv: list[str], **popen_kwargs) -> subprocess.Popen[bytes]:
+def _spawn(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
     """``subprocess.Popen`` from one long-lived thread of this process.
 
     The kernel's parent-death signal (bwrap's ``--die-with-parent``, ``setpriv --pdeathsig``) fires
@@ -1011,10 +1013,13 @@ def _spawn(argv: list[str], **popen_kwargs) -> subprocess.Popen[bytes]:
         if _spawner is None:
             _spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuda_gym-spawn")
         spawner = _spawner
-    try:
-        future = spawner.submit(subprocess.Popen, argv, **popen_kwargs)
-    except RuntimeError:  # interpreter shutting down: no new threads; fork from here
+    def popen() -> subprocess.Popen[bytes]:
         return subprocess.Popen(argv, **popen_kwargs)
+
+    try:
+        future = spawner.submit(popen)
+    except RuntimeError:  # interpreter shutting down: no new threads; fork from here
+        return popen()
     return future.result()
 
 

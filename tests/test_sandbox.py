@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from cuda_gym.errors import SandboxError
-from cuda_gym.sandbox import GiB, MODE_ENV, Limits, Sandbox, available_modes, sandbox_mode
-
+from cuda_gym.sandbox import MODE_ENV, GiB, Limits, Sandbox, available_modes, sandbox_mode
 from sandbox_helpers import cgroup_here, survivors
 
 REPO = Path(__file__).resolve().parent.parent
@@ -304,7 +303,8 @@ def test_huge_file_is_stopped_by_file_limit(mode: str, box: Path) -> None:
     res = sb.run("head -c 10G /dev/zero > big", cwd=box, limits=limits)
     assert res.reason == "file size limit exceeded (files are capped at 10 MiB)", (res.returncode, res.output)
     assert (box / "big").stat().st_size <= 10 * 2**20
-    res = sb.run(["python3", "-c", "f = open('big2', 'wb')\nfor _ in range(10240): f.write(bytes(2**20))"], cwd=box, limits=limits)
+    res = sb.run(["python3", "-c", "f = open('big2', 'wb')\nfor _ in range(10240): f.write(bytes(2**20))"], cwd=box,
+                 limits=limits)
     assert "file size limit exceeded" in res.reason
     assert (box / "big2").stat().st_size <= 10 * 2**20
 

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from cuda_gym.sandbox import MODE_ENV, Limits, Sandbox, _cgroup_parent, available_modes
-
 from sandbox_helpers import survivors
 
 REPO = Path(__file__).resolve().parent.parent

@@ -14,7 +14,6 @@ import pytest
 
 from cuda_gym.errors import SandboxError
 from cuda_gym.sandbox import Limits, Sandbox, SandboxProcess, available_modes
-
 from sandbox_helpers import cgroup_here, survivors
 
 MODES = available_modes()
