@@ -87,10 +87,11 @@ class Limits:
     """Output kept in memory: the first and last halves of this many bytes; the middle is dropped."""
     tmpfs_bytes: int | None = 1 * GiB
     """Size of each private tmpfs (``/tmp``, ``/dev/shm``, ``/run``) in bwrap and unshare modes."""
-    disk_bytes: int | None = None
-    """Bytes the writable paths may hold (allocated blocks, links not followed): checked about every
-    second while the command runs (over it, the command is killed) and when it ends; ``reason`` says
-    so. The files stay: the caller decides what to do with them."""
+    disk_bytes: int | None = 8 * GiB
+    """Bytes the writable paths may hold together (allocated blocks, links not followed): checked about
+    every second while the command runs (over it, the command is killed) and when it ends; ``reason``
+    says so. The files stay: the caller decides what to do with them. For the bash tool the writable
+    path is the workspace, so this bounds the workspace across the steps of an episode."""
 
     def effective_cpu_s(self) -> float:
         """The CPU limit in force: ``cpu_s``, or twice the wall limit when it is ``None``."""
