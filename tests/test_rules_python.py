@@ -208,7 +208,7 @@ def test_sources_too_deep_for_python_itself_are_violations_or_left_to_the_worker
 
 
 def test_a_long_string_concatenation_in_load_inline_is_read(tmp_path: Path) -> None:
-    parts = " + ".join(['"int f%d(int x) { return x; }\\n"' % i for i in range(600)])
+    parts = " + ".join(f'"int f{i}(int x) {{ return x; }}\\n"' for i in range(600))
     code = f"""
 from torch.utils.cpp_extension import load_inline
 src = {parts} + "torch::Tensor g(torch::Tensor x) {{ return at::relu(x); }}"

@@ -157,7 +157,8 @@ def _read_deps(depfile: Path, snap: Snapshot, unit: Unit) -> dict[str, str]:
     try:
         listed = parse_depfile(depfile.read_text(errors="replace"))
     except OSError as exc:
-        raise BuildError(f"the compiler wrote no dependency file for {unit.rel} ({exc}); the toolchain is broken")
+        raise BuildError(f"the compiler wrote no dependency file for {unit.rel} ({exc}); the toolchain is broken") \
+            from exc
     root = str(snap.root)
     deps = {unit.rel: snap.hashes[unit.rel]}
     for dep in listed:

@@ -19,49 +19,11 @@ from pathlib import Path
 
 from cuda_gym.build.config import DEFAULT_ARCH, KEY_VERSION, MODULE_NAME, BuildConfig
 from cuda_gym.errors import BuildError
+from cuda_gym.host import find_cuda_home, find_cxx
 
 logger = logging.getLogger(__name__)
 
-
-def _valid_cuda_home(path: str | os.PathLike[str] | None) -> Path | None:
-    if not path:
-        return None
-    p = Path(path)
-    # A toolkit has its headers beside nvcc; /usr/local/bin/nvcc may be a wrapper script whose
-    # "home" (/usr/local) holds no CUDA headers.
-    if (p / "bin" / "nvcc").is_file() and (p / "include" / "cuda_runtime.h").is_file():
-        return p.resolve()
-    return None
-
-
-def find_cuda_home() -> Path | None:
-    """The CUDA toolkit folder: ``$CUDA_HOME``/``$CUDA_PATH`` if they hold ``bin/nvcc`` and
-    ``include/cuda_runtime.h``, else where the
-    ``nvcc`` on ``PATH`` really lives (following symlinks and ``exec`` wrapper scripts), else
-    ``/usr/local/cuda`` (or the newest ``/usr/local/cuda-*``); ``None`` when there is no toolkit."""
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        home = _valid_cuda_home(os.environ.get(var))
-        if home is not None:
-            return home
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        real = Path(nvcc).resolve()
-        home = _valid_cuda_home(real.parent.parent)
-        if home is not None:
-            return home
-        try:
-            text = real.read_text(errors="replace")[:4096] if real.stat().st_size < 65536 else ""
-        except OSError:
-            text = ""
-        for match in re.finditer(r"(/[^\s\"']+)/bin/nvcc\b", text):
-            home = _valid_cuda_home(match.group(1))
-            if home is not None:
-                return home
-    for candidate in [Path("/usr/local/cuda"), *sorted(Path("/usr/local").glob("cuda-*"), reverse=True)]:
-        home = _valid_cuda_home(candidate)
-        if home is not None:
-            return home
-    return None
+__all__ = ["Toolchain", "find_cuda_home", "resolve_arch", "toolchain"]
 
 
 def _version(cmd: list[str]) -> str:
@@ -228,9 +190,10 @@ def toolchain(flavour: str, arch: str) -> Toolchain:
 
     if flavour not in ("cuda", "cpu"):
         raise BuildError(f"unknown flavour {flavour!r}: use 'cuda' or 'cpu'")
-    cxx = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
-    if not cxx:
+    found_cxx = find_cxx()
+    if found_cxx is None:
         raise BuildError("no C++ compiler found: install g++ (apt-get install g++) or set CXX")
+    cxx = str(found_cxx)
     cuda_home = find_cuda_home()
     if flavour == "cuda" and cuda_home is None:
         raise BuildError("nvcc not found: install the CUDA toolkit or set CUDA_HOME to the folder holding bin/nvcc")

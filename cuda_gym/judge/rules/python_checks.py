@@ -348,7 +348,6 @@ class _PyChecker:
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         func._is_call = True  # type: ignore[attr-defined]
-        name = _call_name(node)
         q = self.qualname(func)
         if isinstance(func, ast.Name) and func.id in INTROSPECTION_BUILTINS and func.id not in self.aliases:
             self.add("introspection", node, f"{func.id}() runs or inspects code dynamically; not allowed.")
@@ -488,10 +487,12 @@ class _PyChecker:
             if not call:
                 return
             if obj.__module__.startswith("torch.nn.modules") and not self.in_function:
-                self.add("torch-compute", node, f"{q} is created at module level; layers may only hold parameters in __init__.")
+                self.add("torch-compute", node,
+                         f"{q} is created at module level; layers may only hold parameters in __init__.")
             return
-        import torch
         import types
+
+        import torch
 
         if isinstance(obj, (torch.dtype, torch.device, torch.layout, torch.memory_format, types.ModuleType)):
             if isinstance(obj, torch.dtype) and str(obj).split(".")[-1] in LOW_PRECISION_DTYPES and \
@@ -517,7 +518,7 @@ class _PyChecker:
                 for text, line in self.resolve_strings(kw.value):
                     self.cpp_sources.append((text, line, kw.arg == "cuda_sources"))
             elif kw.arg in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags"):
-                for text, line in self.resolve_strings(kw.value):
+                for text, _line in self.resolve_strings(kw.value):
                     if any(flag in text for flag in FAST_MATH_FLAGS) and self.config.precision == "fp32":
                         self.add("precision", kw.value, f"Compiler flag {text!r} enables fast math; not allowed.")
             elif kw.arg == "sources" and self.root is not None:
