@@ -40,6 +40,39 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+NOFOLLOW_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+"""``os.open`` flags for reading a file the agent may have replaced: no link followed, a FIFO never blocks."""
+
+_MAX_PROTECTED_BYTES = 64 * 1024 * 1024
+"""Past this size a protected file is tampered with (the pristine ones are kilobytes)."""
+
+
+def _is_regular(path: Path) -> bool:
+    """Whether ``path`` itself (not a link's target) is a regular file."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _read_regular(path: Path, max_bytes: int) -> bytes | None:
+    """The bytes of the regular file ``path`` (no link followed, never blocking), or ``None``."""
+    try:
+        fd = os.open(path, NOFOLLOW_READ)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read(max_bytes + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _init_params(code: str) -> str:
     """The parameter list of ``Model.__init__`` after ``self`` (with a leading ``, ``), or ``""``."""
     try:
@@ -157,18 +190,24 @@ class Workspace:
     def resolve(self, rel: str | os.PathLike[str]) -> Path:
         """The absolute path of ``rel`` inside the root; raises ``ToolError`` for any path that escapes it.
 
-        Absolute paths are accepted only inside the root; ``..`` and symbolic links are followed and
-        the result must still lie inside the root.
+        Absolute paths are accepted only inside the root; ``..`` and symbolic links are resolved
+        (without touching the file: a link loop, a FIFO or a device never raises or blocks here) and
+        the result must still lie inside the root. What the result is, the caller checks when it opens it.
         """
         text = os.fspath(rel)
         if not text or "\x00" in text:
             raise ToolError("empty or invalid path: give a path relative to the workspace, such as kernels/add.cu")
+        try:
+            os.fsencode(text)
+        except UnicodeEncodeError:
+            raise ToolError(f"path {text[:80]!r} holds a lone surrogate: give a valid Unicode path") from None
         p = Path(text)
         candidate = p if p.is_absolute() else self.root / p
-        resolved = candidate.resolve(strict=False)
+        # os.path.realpath, not Path.resolve: the latter raises RuntimeError/OSError on link loops.
+        resolved = Path(os.path.realpath(candidate))
         if resolved != self.root and not resolved.is_relative_to(self.root):
-            raise ToolError(f"path {text!r} is outside the workspace: use a path relative to the workspace root, "
-                            "such as kernels/add.cu")
+            raise ToolError(f"path {text[:200]!r} is outside the workspace: use a path relative to the workspace "
+                            "root, such as kernels/add.cu")
         return resolved
 
     def relative(self, path: str | os.PathLike[str]) -> str:
@@ -184,14 +223,15 @@ class Workspace:
         return rel in PROTECTED
 
     def tampered(self) -> list[str]:
-        """Protected files whose content differs from the pristine version or that are missing/not files."""
+        """Protected files whose content differs from the pristine version or that are missing/not regular files.
+
+        Each is opened without following a link and without blocking, so an agent's FIFO or link in
+        its place is reported, never read.
+        """
         bad = []
         for rel, digest in self.infra_hashes.items():
-            path = self.root / rel
-            try:
-                if path.is_symlink() or not path.is_file() or _sha256(path.read_bytes()) != digest:
-                    bad.append(rel)
-            except OSError:
+            data = _read_regular(self.root / rel, _MAX_PROTECTED_BYTES)
+            if data is None or _sha256(data) != digest:
                 bad.append(rel)
         return bad
 
@@ -201,7 +241,7 @@ class Workspace:
         if not kernels.is_dir():
             return []
         return sorted(p for p in kernels.iterdir()
-                      if p.suffix in SOURCE_SUFFIXES and p.is_file() and not p.name.startswith("."))
+                      if p.suffix in SOURCE_SUFFIXES and _is_regular(p) and not p.name.startswith("."))
 
     def close(self, keep: bool = False) -> None:
         """Remove the episode directory (unless ``keep``); an adopted root is never removed."""

@@ -285,3 +285,16 @@ def test_to_openai_ids() -> None:
     assert to_openai_tool_call(call, "abc")["id"] == "abc"
     assert to_openai_tool_call(call)["id"] == to_openai_tool_call(call)["id"]
     assert to_openai_tool_call(call)["id"] != to_openai_tool_call(ToolCall("verify", {}))["id"]
+
+
+def test_lone_surrogates_in_arguments_are_parse_errors() -> None:
+    # JSON's "\ud800" decodes to a lone surrogate, which no file, path or command can hold
+    # (the sandbox's command encoding raised UnicodeEncodeError: an "internal error" observation).
+    for name, args in [("bash", '{"command": "echo \\ud800"}'), ("write_file", '{"path": "a", "content": "x\\udfff"}'),
+                       ("grep", '{"pattern": "\\udc80"}'),
+                       ("multi_edit", '{"path": "a", "edits": [{"old_string": "a", "new_string": "\\ud800"}]}')]:
+        result = parse_action(f'{{"name": "{name}", "arguments": {args}}}')
+        assert isinstance(result, ParseError) and result.tool == name
+        assert "holds a lone surrogate" in result.message
+    pair = parse_action('{"name": "bash", "arguments": {"command": "echo \\ud83d\\ude80"}}')
+    assert isinstance(pair, ToolCall) and pair.arguments["command"] == "echo \U0001f680"

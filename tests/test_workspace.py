@@ -145,3 +145,31 @@ def test_close_removes_read_only_files(tmp_path: Path) -> None:
     ws.close()
     assert not ws.episode_dir.exists()
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.timeout(30)
+def test_resolve_never_raises_or_blocks_on_links_the_agent_made(ws: Workspace) -> None:
+    os.symlink("loop", ws.root / "loop")
+    os.mkfifo(ws.root / "kernels" / "fifo.cu")
+    assert ws.resolve("loop") == ws.root / "loop"  # pathlib's resolve raised RuntimeError here
+    assert ws.resolve("loop/deeper").is_relative_to(ws.root)
+    assert ws.resolve("kernels/fifo.cu") == ws.root / "kernels" / "fifo.cu"
+    os.symlink("/proc/kmsg", ws.root / "kernels" / "x.h")
+    with pytest.raises(ToolError, match="outside the workspace"):
+        ws.resolve("kernels/x.h")
+    with pytest.raises(ToolError, match="lone surrogate"):
+        ws.resolve("\ud800.cu")
+
+
+@pytest.mark.timeout(30)
+def test_tampered_and_sources_never_follow_links_or_open_fifos(ws: Workspace, tmp_path: Path) -> None:
+    model = ws.root / "model.py"
+    model.chmod(0o644)
+    model.unlink()
+    os.mkfifo(model)  # read_bytes() on it blocked forever
+    assert ws.tampered() == ["model.py"]
+    (tmp_path / "host.cu").write_text("__global__ void k() {}\n")
+    os.symlink(tmp_path / "host.cu", ws.root / "kernels" / "linked.cu")
+    os.mkfifo(ws.root / "kernels" / "pipe.cu")
+    (ws.root / "kernels" / "real.cu").write_text("")
+    assert [p.name for p in ws.sources()] == ["real.cu"]

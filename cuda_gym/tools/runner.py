@@ -13,7 +13,7 @@ from cuda_gym.judge.result import JudgeResult
 from cuda_gym.reward import TerminalReward
 from cuda_gym.text import clean_output, to_printable
 from cuda_gym.tools import files
-from cuda_gym.tools.files import DEFAULT_LIMITS, FileLimits
+from cuda_gym.tools.files import DEFAULT_BUDGETS, ToolBudgets, with_read_chars
 from cuda_gym.tools.protocol import ParseError, ToolCall, parse_action
 from cuda_gym.tools.render import render_profile, render_submit, render_verify
 
@@ -69,7 +69,7 @@ class ToolRunner:
         output_limit: longest observation text in characters.
         bash_timeout: default bash wall-clock limit in seconds.
         max_bash_timeout: largest bash timeout an agent may ask for (larger requests are clamped).
-        file_limits: caps of the file tools.
+        budgets: time, memory and output budgets of the file tools (``cuda_gym.tools.files.ToolBudgets``).
         reward: the env's terminal reward: the profile and submit reports state its threshold and
             the reward line (``None``: facts only, no reward line).
     """
@@ -84,7 +84,7 @@ class ToolRunner:
         output_limit: int = 16384,
         bash_timeout: float = 60.0,
         max_bash_timeout: float = 600,
-        file_limits: FileLimits = DEFAULT_LIMITS,
+        budgets: ToolBudgets = DEFAULT_BUDGETS,
         reward: TerminalReward | None = None,
     ) -> None:
         if output_limit < 2 * _FOOTER_ROOM:
@@ -97,7 +97,7 @@ class ToolRunner:
         self.output_limit = output_limit
         self.bash_timeout = float(bash_timeout)
         self.max_bash_timeout = float(max_bash_timeout)
-        self.file_limits = file_limits
+        self.budgets = budgets
         self.reward = reward
         self._built_state: tuple | None = None
         self._handlers: dict[str, Callable[[dict[str, Any]], ToolOutcome]] = {
@@ -148,29 +148,26 @@ class ToolRunner:
     # --- file tools ---------------------------------------------------------------------------
 
     def _read_file(self, a: dict[str, Any]) -> ToolOutcome:
-        limits = self.file_limits
-        budget = min(limits.read_chars, self.output_limit - _FOOTER_ROOM)
-        if budget != limits.read_chars:
-            limits = FileLimits(**{**limits.__dict__, "read_chars": budget})
+        budgets = with_read_chars(self.budgets, self.output_limit - _FOOTER_ROOM)
         return ToolOutcome(files.read_file(self.workspace, a["path"], a.get("start_line", 1),
-                                           a.get("end_line"), limits))
+                                           a.get("end_line"), budgets))
 
     def _write_file(self, a: dict[str, Any]) -> ToolOutcome:
-        return ToolOutcome(files.write_file(self.workspace, a["path"], a["content"]))
+        return ToolOutcome(files.write_file(self.workspace, a["path"], a["content"], self.budgets))
 
     def _edit_file(self, a: dict[str, Any]) -> ToolOutcome:
         return ToolOutcome(files.edit_file(self.workspace, a["path"], a["old_string"], a["new_string"],
-                                           bool(a.get("replace_all", False)), self.file_limits))
+                                           bool(a.get("replace_all", False)), self.budgets))
 
     def _multi_edit(self, a: dict[str, Any]) -> ToolOutcome:
-        return ToolOutcome(files.multi_edit(self.workspace, a["path"], a["edits"], self.file_limits))
+        return ToolOutcome(files.multi_edit(self.workspace, a["path"], a["edits"], self.budgets))
 
     def _glob(self, a: dict[str, Any]) -> ToolOutcome:
-        return ToolOutcome(files.glob(self.workspace, a["pattern"], self.file_limits))
+        return ToolOutcome(files.glob(self.workspace, a["pattern"], self.budgets))
 
     def _grep(self, a: dict[str, Any]) -> ToolOutcome:
         return ToolOutcome(files.grep(self.workspace, a["pattern"], a.get("path", "."), a.get("glob"),
-                                      self.file_limits))
+                                      self.budgets))
 
     # --- bash ---------------------------------------------------------------------------------
 

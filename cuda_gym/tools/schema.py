@@ -258,6 +258,10 @@ def validate(value: Any, schema: dict[str, Any], where: str = "arguments") -> tu
                 f"{where} must have at least {schema['minLength']} characters")
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             return value, f"{where} has {len(value)} characters; at most {schema['maxLength']} allowed"
+        bad = _lone_surrogate(value)
+        if bad is not None:
+            return value, (f"{where} holds a lone surrogate (\\u{ord(value[bad]):04x}) at character {bad}, which "
+                           "is not valid Unicode text; send UTF-8 encodable text")
     elif kind == "integer":
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             value = int(value)
@@ -276,6 +280,17 @@ def validate(value: Any, schema: dict[str, Any], where: str = "arguments") -> tu
     if "maximum" in schema and value > schema["maximum"]:
         return value, f"{where} must be <= {schema['maximum']}, got {value}"
     return value, None
+
+
+def _lone_surrogate(text: str) -> int | None:
+    """The index of the first lone surrogate in ``text`` (JSON's ``\\ud800`` decodes to one), else ``None``."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
 
 
 def _json_type(value: Any) -> str:
