@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, cast, get_args
 
 from cuda_gym.errors import CudaGymError
 from cuda_gym.options import add_config_options, config_kwargs
@@ -17,6 +17,7 @@ from cuda_gym.reward import DEFAULT_THRESHOLD
 from cuda_gym.vocab import DEVICES_HELP, FLAVOURS, SIZES
 
 if TYPE_CHECKING:
+    from cuda_gym.envs.base import KernelEnvBase
     from cuda_gym.judge import JudgeConfig
 
 Command = Callable[[argparse.Namespace], int]
@@ -163,7 +164,8 @@ def cmd_play(args: argparse.Namespace) -> int:
                     body.append(body_line)
                 action = write_action(command.needs_body, "".join(body))
             elif command.edit is not None:
-                ws = env.unwrapped.workspace
+                ws = cast("KernelEnvBase", env.unwrapped).workspace
+                assert ws is not None  # reset made it
                 content = edit_in_editor(ws.root, command.edit)
                 if content is None:
                     print("[editor failed: nothing written]")
@@ -442,7 +444,7 @@ def _judge_config(args: argparse.Namespace) -> JudgeConfig:
         fields.update(use_cache=False, cache_judgements=False)
     if getattr(args, "no_compile", False):
         fields.update(compile_baseline=False)
-    return JudgeConfig(**{**fields, **config_kwargs(args)})  # type: ignore[arg-type]
+    return JudgeConfig(**{**fields, **config_kwargs(args)})
 
 
 def _default_device(device: str | None) -> str:

@@ -8,7 +8,7 @@ Every module that takes one of these values checks it here, so a bad value raise
 from __future__ import annotations
 
 import re
-from typing import Literal, cast, get_args
+from typing import Literal, get_args
 
 from cuda_gym.errors import ConfigError
 
@@ -36,14 +36,14 @@ def check_flavour(value: object, what: str = "flavour") -> Flavour:
     """``value`` if it is a flavour (``cuda`` or ``cpu``), else ``ConfigError`` naming ``what``."""
     if value not in FLAVOURS:
         raise ConfigError(f"{what} must be {_choices(FLAVOURS)}, got {value!r}")
-    return cast(Flavour, value)
+    return value
 
 
 def check_size(value: object, what: str = "size") -> Size:
     """``value`` if it is a task size (``small`` or ``default``), else ``ConfigError`` naming ``what``."""
     if value not in SIZES:
         raise ConfigError(f"{what} must be {_choices(SIZES)}, got {value!r}")
-    return cast(Size, value)
+    return value
 
 
 def check_device(value: object, what: str = "device") -> str:

@@ -15,7 +15,7 @@ from cuda_gym.envs.spaces import PrintableText
 from cuda_gym.errors import ConfigError, CudaGymError, EpisodeOverError, JudgeError
 from cuda_gym.reward import TerminalReward
 from cuda_gym.text import clean_output
-from cuda_gym.vocab import indexed_device
+from cuda_gym.vocab import Size, indexed_device
 
 if TYPE_CHECKING:
     from cuda_gym.judge.result import JudgeResult
@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 
 @functools.lru_cache(maxsize=32)
-def _task_set(source: str, path: str | None, level: int | None, size: str) -> tuple[Task, ...]:
+def _task_set(source: str, path: str | None, level: int | None, size: Size) -> tuple[Task, ...]:
     # check_env and vector envs build many envs of one id: parse a task set once per process.
     from cuda_gym.tasks import load_tasks
 

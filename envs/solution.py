@@ -61,7 +61,7 @@ def _is_path(token: str) -> bool:
 
 def _blocks(text: str) -> list[tuple[str, str, str]]:
     """``(info, label_line, body)`` for every closed fenced block, in order."""
-    blocks = []
+    blocks: list[tuple[str, str, str]] = []
     pos = 0
     while True:
         opening = _FENCE.search(text, pos)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import string
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from ctypes import c_int32
 from multiprocessing.sharedctypes import SynchronizedArray
 from types import ModuleType
-import multiprocessing as mp
-from typing import Any, Iterator, overload
+from typing import Any, overload
 
 import numpy as np
 from gymnasium.spaces import Text
@@ -86,11 +86,11 @@ class SharedTexts(Sequence[str]):
 
 @create_shared_memory.register(PrintableText)
 def _create_printable_shared_memory(space: PrintableText, n: int = 1, ctx: ModuleType = mp) -> SynchronizedArray:
-    return ctx.Array(np.dtype(np.int32).char, n * space.max_length)  # type: ignore[attr-defined]
+    return ctx.Array(np.dtype(np.int32).char, n * space.max_length)
 
 
 @read_from_shared_memory.register(PrintableText)
 def _read_printable_shared_memory(
-    space: PrintableText, shared_memory: "SynchronizedArray[c_int32]", n: int = 1
+    space: PrintableText, shared_memory: SynchronizedArray[c_int32], n: int = 1
 ) -> SharedTexts:
     return SharedTexts(space, shared_memory, n)

@@ -34,7 +34,18 @@ def write_files_command(files: Mapping[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-class ToolMenu(gym.ActionWrapper[Any, int, str], RecordConstructorArgs):
+def _inner(wrapper: gym.Wrapper[Any, Any, Any, Any]) -> gym.Env[Any, Any]:
+    """The wrapped env as the inner env it is: Gymnasium annotates ``Wrapper.env`` with the wrapper's
+    own observation and action types, which an adapter that changes both does not share."""
+    return wrapper.env
+
+
+def _inner_of(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
+    """``env`` for ``Wrapper.__init__`` (see ``_inner``)."""
+    return env
+
+
+class ToolMenu(gym.ActionWrapper[Any, np.int64, str], RecordConstructorArgs):
     """Action = ``Discrete(4 + len(solutions))``: an index into a menu of canonical tool calls.
 
     ``0`` compile, ``1`` verify, ``2`` profile, ``3`` submit, ``4 + i`` write candidate solution
@@ -69,15 +80,15 @@ class ToolMenu(gym.ActionWrapper[Any, int, str], RecordConstructorArgs):
         self.current_solution = None
         return self.env.reset(seed=seed, options=options)
 
-    def step(self, action: int) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: int | np.int64) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Run the menu entry ``action``; ``info["menu"]`` is its label."""
         index = int(action)
-        obs, reward, terminated, truncated, info = self.env.step(self.action(index))
+        obs, reward, terminated, truncated, info = _inner(self).step(self.action(index))
         if index >= len(TOOLS) and info.get("tool_ok", True):
             self.current_solution = index - len(TOOLS)
         return obs, reward, terminated, truncated, dict(info, menu=self.menu[index][0])
 
-    def action(self, action: int) -> str:
+    def action(self, action: int | np.int64) -> str:
         """The tool-call text of menu entry ``action``."""
         index = int(action)
         if not 0 <= index < len(self.menu):
@@ -127,7 +138,7 @@ class TextFeatures(gym.Wrapper[np.ndarray, Any, str, Any], RecordConstructorArgs
         if dim < 1:
             raise ValueError(f"dim must be >= 1, got {dim}")
         RecordConstructorArgs.__init__(self, dim=dim)
-        gym.Wrapper.__init__(self, env)
+        gym.Wrapper.__init__(self, _inner_of(env))
         self.dim = dim
         self.max_length = getattr(env.observation_space, "max_length", 65536)
         self.observation_space = spaces.Box(-1.0, 1.0, (dim + len(INFO_FEATURES),), np.float32)
@@ -137,13 +148,13 @@ class TextFeatures(gym.Wrapper[np.ndarray, Any, str, Any], RecordConstructorArgs
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Reset the env and featurise the prompt."""
-        obs, info = self.env.reset(seed=seed, options=options)
+        obs, info = _inner(self).reset(seed=seed, options=options)
         self._facts = {}
         return self.features(obs, info), info
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env and featurise its observation."""
-        obs, reward, terminated, truncated, info = self.env.step(action)
+        obs, reward, terminated, truncated, info = _inner(self).step(action)
         return self.features(obs, info), reward, terminated, truncated, info
 
     def features(self, text: str, info: Mapping[str, Any]) -> np.ndarray:

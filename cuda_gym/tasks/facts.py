@@ -69,7 +69,8 @@ class TaskFacts:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskFacts:
         """Rebuild from ``to_dict()`` output."""
-        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})
+        fields: dict[str, Any] = {k: data.get(k) for k in cls.__dataclass_fields__}
+        return cls(**fields)
 
 
 def _tensors(obj: Any, depth: int = 0) -> Iterator[Any]:
@@ -109,7 +110,7 @@ def _meta_mode() -> Any:
         return isinstance(x, (str, torch.device)) or (isinstance(x, int) and not isinstance(x, bool))
 
     class _ForceMeta(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = dict(kwargs or {})
             if func in constructors:
                 kwargs["device"] = meta
@@ -216,7 +217,7 @@ def compute_facts(task: Task, *, timeout_s: float = 20.0) -> TaskFacts:
             if isinstance(model, torch.nn.Module):
                 for sub in model.modules():
                     if isinstance(sub, torch.nn.RNNBase):
-                        sub.forward = _shape_only_rnn(sub)  # type: ignore[method-assign]
+                        sub.forward = _shape_only_rnn(sub)
                 seen: dict[int, Any] = {}
                 for t in itertools.chain(model.parameters(), model.buffers()):
                     seen[id(t)] = t
