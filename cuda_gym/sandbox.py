@@ -59,6 +59,8 @@ _INIT = Path(__file__).with_name("_sandbox_init.py")
 _KILL_GRACE_S = 2.0
 _DISK_CHECK_S = 1.0
 """Seconds between two checks of the writable paths' size while a command with ``disk_bytes`` runs."""
+_MEMORY_CHECK_S = 0.5
+"""Seconds between two sums of the sandbox's memory where no memory cgroup holds it."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,8 @@ class Limits:
     processes: the wall limit is the real bound)."""
     memory_bytes: int | None = 8 * GiB
     """Memory of the whole sandbox: its processes together, their tmpfs files included (a cgroup
-    ``memory.max``/``memory.limit_in_bytes`` where one can be made); and of each process (RLIMIT_AS
+    ``memory.max``/``memory.limit_in_bytes`` where one can be made; else the sum of its processes' PSS,
+    checked every half second, which stops the command past it); and of each process (RLIMIT_AS
     for CPU runs; RLIMIT_DATA for ``gpu=True`` runs, because CUDA reserves terabytes of virtual address
     space that RLIMIT_AS would refuse)."""
     processes: int | None = 512
@@ -293,16 +296,18 @@ def _pids_cgroup_parent() -> Path | None:
 
 @functools.cache
 def _warn_nproc_unenforced() -> None:
-    logger.warning("running as root without a writable pids cgroup: the process limit is not enforced "
-                   "(the kernel exempts uid 0 from RLIMIT_NPROC); only the wall limit stops a fork bomb. "
-                   "Give the container a writable cgroup or run as a non-root user (see docs/sandbox.md).")
+    logger.warning("running as root without a writable pids cgroup: the kernel does not enforce the process "
+                   "limit (uid 0 is exempt from RLIMIT_NPROC). In bwrap and unshare mode the sandbox counts its "
+                   "tasks every half second and stops the command past the limit (a fork bomb may overshoot "
+                   "between two counts); in limits mode only the wall limit stops one. Give the container a "
+                   "writable cgroup or run as a non-root user (see docs/sandbox.md).")
 
 
 @functools.cache
 def _warn_memory_per_process() -> None:
-    logger.warning("no writable memory cgroup here: the memory limit holds per process only (RLIMIT_AS/DATA), "
-                   "so several processes of one command may together use more. Give the container a writable "
-                   "cgroup (see docs/sandbox.md).")
+    logger.warning("no writable memory cgroup here: a sandbox's memory is summed every %.1f s (PSS of its processes) "
+                   "and the command stopped past the limit, so it may overshoot between two checks (limits mode: "
+                   "per process only). Give the container a writable cgroup (see docs/sandbox.md).", _MEMORY_CHECK_S)
 
 
 class _Cgroups:
@@ -711,7 +716,10 @@ class Sandbox:
         """The host argv, its environment and the pre-exec hook (rlimits where ``prlimit`` is missing)."""
         # Isolating modes have their own private /tmp; limits mode gets a fresh host temp dir.
         run_env = self.env_for(cwd, Path("/tmp") if self.mode != "limits" else host_tmp, env)  # type: ignore[arg-type]
-        rl = self._rlimit_values(limits, nproc=not cgroups.has("pids"))
+        # RLIMIT_NPROC counts every process of the user: for root (capabilities dropped) that is every
+        # root process of the host, so a busy host would refuse the sandbox's first fork. Root relies
+        # on the pids cgroup or the supervisor's task count instead.
+        rl = self._rlimit_values(limits, nproc=not cgroups.has("pids") and os.geteuid() != 0)
         preexec = None
         if self._prlimit:
             limit_argv = [self._prlimit, *(f"--{k}={_soft_hard(v)}" for k, v in rl.items()), "--"]
@@ -770,6 +778,13 @@ class SandboxProcess:
         self._timed_out = False
         self._disk_stopped = False
         self._next_disk_check = started + _DISK_CHECK_S if limits.disk_bytes is not None else math.inf
+        self._memory_stopped = False
+        self._processes_stopped = False
+        # Where no memory or pids cgroup could be made, the sandbox's PID namespace is watched instead.
+        watch = mode != "limits" and ((limits.memory_bytes is not None and not cgroup.has("memory"))
+                                      or (limits.processes is not None and not cgroup.has("pids")))
+        self._next_memory_check = started + _MEMORY_CHECK_S if watch else math.inf
+        self._pid_ns: str | None = None
         self._result: RunResult | None = None
         self._error: SandboxError | None = None
         if stdin is not None:
@@ -859,8 +874,8 @@ class SandboxProcess:
                         # The main process is done: nothing it started may outlive it.
                         self._kill_tree()
                         drain_until = now + 0.5
-                    elif now >= deadline or self._disk_over(now):
-                        self._timed_out = not self._disk_stopped
+                    elif now >= deadline or self._disk_over(now) or self._memory_over(now):
+                        self._timed_out = not (self._disk_stopped or self._memory_stopped or self._processes_stopped)
                         self._kill_tree()
                         drain_until = now + _KILL_GRACE_S
                 left = (drain_until if drain_until is not None else deadline) - now
@@ -869,7 +884,8 @@ class SandboxProcess:
                 if not reading:
                     # stdout closed but the process lives on: wait for it (deadline and disk checks go on).
                     try:
-                        proc.wait(timeout=max(0.0, min(left, self._next_disk_check - now, 1.0)))
+                        proc.wait(timeout=max(0.0, min(left, self._next_disk_check - now,
+                                                       self._next_memory_check - now, 1.0)))
                     except subprocess.TimeoutExpired:
                         pass
                     continue
@@ -885,6 +901,23 @@ class SandboxProcess:
                     continue
                 with self._lock:
                     self._buf.add(data)
+
+    def _memory_over(self, now: float) -> bool:
+        """Without a memory (pids) cgroup: are the proportional memory (PSS) (the tasks) of the sandbox's
+        processes together over the limit? Checked every half second (less often when the scan is slow)."""
+        if now < self._next_memory_check:
+            return False
+        if self._pid_ns is None:
+            self._pid_ns = _child_pid_ns(self.pid)
+        lim = self.limits
+        max_tasks = lim.processes if not self._cgroup.has("pids") else None
+        max_pss = lim.memory_bytes if not self._cgroup.has("memory") else None
+        tasks, pss = _pid_ns_usage(self._pid_ns, max_tasks, max_pss) if self._pid_ns is not None else (0, 0)
+        took = time.monotonic() - now
+        self._next_memory_check = time.monotonic() + max(_MEMORY_CHECK_S, 10 * took)
+        self._memory_stopped = max_pss is not None and pss > max_pss
+        self._processes_stopped = max_tasks is not None and tasks > max_tasks
+        return self._memory_stopped or self._processes_stopped
 
     def _disk_over(self, now: float) -> bool:
         """Every second or so (less often when the walk is slow): are the writable paths over the disk limit?"""
@@ -921,7 +954,7 @@ class SandboxProcess:
                 self._result = RunResult(
                     returncode=returncode, output=output, timed_out=self._timed_out,
                     reason=_reason(self.limits, returncode, sig, self._timed_out, output, self._cgroup, disk,
-                                   self._disk_stopped),
+                                   self._disk_stopped, self._memory_stopped, self._processes_stopped),
                     seconds=self._ended - self._started, signal=sig, output_truncated=self._buf.dropped > 0,
                     mode=self.mode)
         except Exception as exc:  # pragma: no cover - a bug here must not leave waiters hanging
@@ -943,6 +976,48 @@ def _check_fds(pass_fds: Sequence[int]) -> tuple[int, ...]:
         except OSError as exc:
             raise SandboxError(f"pass_fds: descriptor {fd} is not open ({exc.strerror}): pass an open one") from exc
     return fds
+
+
+def _child_pid_ns(pid: int) -> str | None:
+    """The PID namespace of the sandbox whose outermost host process is ``pid`` (bwrap or unshare): that of
+    its first child living in a namespace other than ours; ``None`` while there is none yet."""
+    own = os.readlink("/proc/self/ns/pid")
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    for child in children:
+        try:
+            ns = os.readlink(f"/proc/{child}/ns/pid")
+        except OSError:
+            continue
+        if ns != own:
+            return ns
+    return None
+
+
+def _pid_ns_usage(ns: str, max_tasks: int | None, max_pss: int | None) -> tuple[int, int]:
+    """Number of tasks (threads) and, when ``max_pss`` is given, proportional set size in bytes (shared
+    pages split among their users) of the processes in the PID namespace ``ns``. Stops counting as soon
+    as one passes its bound (a fork bomb makes thousands of processes: the scan must stay short)."""
+    pss = tasks = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry.name}/ns/pid") != ns:
+                continue
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+            text = Path(f"/proc/{entry.name}/smaps_rollup").read_text() if max_pss is not None else ""
+        except OSError:
+            continue
+        tasks += int(stat.rsplit(")", 1)[1].split()[17])  # num_threads, field 20
+        m = re.search(r"^Pss:\s+(\d+) kB", text, re.M)
+        if m:
+            pss += int(m.group(1)) * 1024
+        if (max_tasks is not None and tasks > max_tasks) or (max_pss is not None and pss > max_pss):
+            break
+    return tasks, pss
 
 
 def _cleanup(cgroup: _Cgroups, host_tmp: Path | None) -> None:
@@ -1066,17 +1141,19 @@ _MEMORY_PATTERNS = re.compile(r"MemoryError|std::bad_alloc|Cannot allocate memor
 
 
 def _reason(limits: Limits, returncode: int, sig: int | None, timed_out: bool, output: str,
-            cgroup: _Cgroups, disk: int | None = None, disk_stopped: bool = False) -> str:
+            cgroup: _Cgroups, disk: int | None = None, disk_stopped: bool = False,
+            memory_stopped: bool = False, processes_stopped: bool = False) -> str:
     reasons = []
     if limits.processes is not None:
-        hit = cgroup.limit_hit("pids") if cgroup.has("pids") else (
-            "Resource temporarily unavailable" in output and "fork" in output.lower())
+        hit = processes_stopped or (cgroup.limit_hit("pids") if cgroup.has("pids") else (
+            "Resource temporarily unavailable" in output and "fork" in output.lower()))
         if hit:
-            reasons.append(f"process limit reached ({limits.processes} processes and threads)")
-    memory_hit = limits.memory_bytes is not None and cgroup.limit_hit("memory")
+            reasons.append(f"process limit reached ({limits.processes} processes and threads)"
+                           f"{' (the sandbox stopped them)' if processes_stopped else ''}")
+    memory_hit = limits.memory_bytes is not None and (memory_stopped or cgroup.limit_hit("memory"))
     if memory_hit:
         reasons.append(f"memory limit of {_fmt_bytes(limits.memory_bytes)} exceeded by the command's processes "  # type: ignore[arg-type]
-                       "together (the kernel killed one)")
+                       f"together ({'the sandbox stopped them' if memory_stopped else 'the kernel killed one'})")
     if timed_out:
         reasons.append(f"killed after {limits.wall_s:g} s wall-time limit")
     elif returncode != 0:

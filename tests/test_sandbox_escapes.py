@@ -176,6 +176,41 @@ def test_memory_of_several_processes_is_bounded_together(mode: str, box: Path) -
     assert res.output.splitlines().count("HELD") == 3 and res.reason == "", res.output + res.reason
 
 
+def test_memory_bounded_together_without_a_cgroup(mode: str, box: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no memory cgroup can be made (the lent GPU image), the sandbox sums the PSS of its PID
+    namespace and stops it past the limit. The host here has cgroups: their probe is made to find none."""
+    from cuda_gym import sandbox as sandbox_module
+
+    real = sandbox_module._cgroup_parent
+    monkeypatch.setattr(sandbox_module, "_cgroup_parent", lambda c: None if c == "memory" else real(c))
+    one = "import time; b = b'x' * (300 << 20); print('HELD', flush=True); time.sleep(20)"
+    cmd = f"for i in 1 2 3; do python3 -c \"{one}\" & done; wait"
+    res = Sandbox([box], mode=mode).run(cmd, cwd=box, limits=Limits(memory_bytes=512 * 2**20, wall_s=60))
+    assert res.reason == ("memory limit of 512 MiB exceeded by the command's processes together (the sandbox "
+                          "stopped them)"), res.reason + res.output
+    assert not res.timed_out and res.seconds < 15
+    # Control: one such process alone is left alone.
+    res = Sandbox([box], mode=mode).run(["python3", "-c", one.replace("20)", "2)")], cwd=box,
+                                        limits=Limits(memory_bytes=512 * 2**20, wall_s=60))
+    assert res.ok and res.output.strip() == "HELD", res.reason + res.output
+
+
+def test_fork_bomb_stopped_without_a_pids_cgroup(mode: str, box: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Root without a pids cgroup (the lent GPU image): RLIMIT_NPROC does not hold for uid 0, the sandbox's
+    task count does. The host here has cgroups: their probe is made to find none."""
+    from cuda_gym import sandbox as sandbox_module
+
+    real = sandbox_module._cgroup_parent
+    monkeypatch.setattr(sandbox_module, "_cgroup_parent", lambda c: None if c == "pids" else real(c))
+    marker = f"cudagymbomb2{mode}"
+    res = Sandbox([box], mode=mode).run(f"{marker}(){{ {marker}|{marker}& }}; {marker}; sleep 30", cwd=box,
+                                        limits=Limits(wall_s=60, processes=200))
+    assert res.reason.startswith("process limit reached (200 processes and threads) (the sandbox stopped them)"), \
+        res.reason
+    assert res.seconds < 20 and not res.timed_out
+    assert survivors(marker) == []
+
+
 def test_private_tmpfs_are_size_bounded(mode: str, box: Path) -> None:
     limits = Limits(tmpfs_bytes=8 * 2**20)
     script = "; ".join(f"head -c 20M /dev/zero > {d}/fill; echo SIZE {d} $(stat -c %s {d}/fill)"
