@@ -295,3 +295,31 @@ def test_unshare_init_without_pivot_root_hides_the_host(box: Path, tmp_path: Pat
     assert out.returncode == 0 and "inside" in out.stdout, out.stdout + out.stderr
     assert "CANARY-SECRET" not in out.stdout and "root:" not in out.stdout and "WROTE" not in out.stdout
     assert "CHROOTED" not in out.stdout and "PermissionError" in out.stderr
+
+
+SUBMOUNT_PROBE = """
+import os, sys
+from cuda_gym.sandbox import Sandbox
+box, lib = sys.argv[1], sys.argv[2]
+res = Sandbox([box], mode=sys.argv[3]).run(f"cat {lib}/libdrv.so; echo x >> {lib}/libdrv.so && echo WROTE", cwd=box)
+print(res.output)
+"""
+
+
+def test_file_bound_below_a_runtime_path_is_visible_read_only(mode: str, box: Path, tmp_path: Path) -> None:
+    """NVIDIA's container runtime binds single driver libraries below /usr: a read-only bind must show
+    such submounts, read-only too. Made here in a private mount namespace with LD_LIBRARY_PATH's folder."""
+    if os.geteuid() != 0:
+        pytest.skip("making the submount needs root (unshare --mount)")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "libdrv.so").write_text("")
+    (tmp_path / "real.so").write_text("DRIVER-LIBRARY\n")
+    script = (f"mount --bind {tmp_path / 'real.so'} {lib / 'libdrv.so'} && "
+              f"exec {sys.executable} -c '{SUBMOUNT_PROBE}' {box} {lib} {mode}")
+    out = subprocess.run(["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script],
+                         env={**os.environ, "LD_LIBRARY_PATH": str(lib)}, capture_output=True, text=True,
+                         cwd=REPO, timeout=120)
+    assert "DRIVER-LIBRARY" in out.stdout, out.stdout + out.stderr
+    assert "WROTE" not in out.stdout and "Read-only file system" in out.stdout
+    assert (tmp_path / "real.so").read_text() == "DRIVER-LIBRARY\n"
