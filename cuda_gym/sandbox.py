@@ -430,18 +430,23 @@ def _runtime_paths() -> tuple[Path, ...]:
     paths += [Path(p) for p in site.getsitepackages()]
     if site.ENABLE_USER_SITE and site.getusersitepackages():
         paths.append(Path(site.getusersitepackages()))
+    packages: list[Path] = []
     for name in ("cuda_gym", "cuda_gym.envs", "cuda_gym.wrappers", "cuda_gym.baselines"):
         try:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):
             spec = None
         if spec is not None and spec.submodule_search_locations:
-            paths += [Path(p) for p in spec.submodule_search_locations]
+            packages += [Path(os.path.realpath(p)) for p in spec.submodule_search_locations]
+    paths += packages
     cuda = _cuda_home()
     if cuda is not None:
         paths += [cuda, cuda.resolve()]
     paths += [Path(p) for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
-    paths += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(":") if p]  # packages installed with --target
+    # Packages installed with --target; not the checkout that holds cuda_gym itself (its package
+    # folders are bound above): binding it would show the repository, .git included.
+    paths += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(":")
+              if p and not any(pkg.is_relative_to(os.path.realpath(p)) for pkg in packages)]
     return _dedup_roots(p for p in paths if p.is_absolute() and p.exists())
 
 

@@ -323,3 +323,26 @@ def test_file_bound_below_a_runtime_path_is_visible_read_only(mode: str, box: Pa
     assert "DRIVER-LIBRARY" in out.stdout, out.stdout + out.stderr
     assert "WROTE" not in out.stdout and "Read-only file system" in out.stdout
     assert (tmp_path / "real.so").read_text() == "DRIVER-LIBRARY\n"
+
+
+def test_checkout_on_pythonpath_is_not_bound_whole(mode: str, box: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Judge workers run with PYTHONPATH=<checkout>: the sandbox binds the package folders, not the
+    checkout (its .git, tests, sources); a --target folder on PYTHONPATH is bound (importable)."""
+    from cuda_gym import sandbox as sandbox_module
+
+    target = tmp_path / "target_site"
+    (target / "extra_pkg").mkdir(parents=True)
+    (target / "extra_pkg" / "__init__.py").write_text("VALUE = 'from --target'\n")
+    monkeypatch.setenv("PYTHONPATH", f"{REPO}:{target}")
+    sandbox_module._runtime_paths.cache_clear()
+    try:
+        res = Sandbox([box], mode=mode).run(
+            f"cat {REPO / '.git' / 'HEAD'} {REPO / 'pyproject.toml'}; ls {REPO}; "
+            "python3 -c 'import cuda_gym.sandbox, extra_pkg; print(\"IMPORTED\", extra_pkg.VALUE)'",
+            cwd=box, env={"PYTHONPATH": f"{REPO}:{target}"}, limits=Limits(wall_s=60))
+    finally:
+        sandbox_module._runtime_paths.cache_clear()
+    assert "ref: refs/" not in res.output and "[project]" not in res.output, res.output
+    assert "IMPORTED from --target" in res.output, res.output
+    assert "tests" not in res.output.split()
