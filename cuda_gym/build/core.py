@@ -66,8 +66,22 @@ class _Plan:
         return [u for u in self.units if self.hits[u.rel] is None]
 
 
-def plan_units(snap: Snapshot, tc: Toolchain, pch: Path | None) -> list[Unit]:
-    """The translation units of ``snap`` (``kernels/*.cu``, ``kernels/*.cpp``) with their rule and flags."""
+def nvcc_torch_flags(tc: Toolchain) -> list[str]:
+    """nvcc flags for a ``.cu`` that includes torch headers (single files' ``cuda_sources``): C++20,
+    torch's defines and include folders added to the fixed CUDA flags."""
+    flags = ["-std=c++20" if f == "-std=c++17" else f for f in tc.nvcc_flags]
+    binding = list(tc.binding_flags)
+    flags += [f for f in binding if f.startswith("-D")]
+    flags += [f for i, f in enumerate(binding) if binding[i - 1:i] == ["-isystem"] or f == "-isystem"]
+    return flags
+
+
+def plan_units(snap: Snapshot, tc: Toolchain, pch: Path | None, *, cuda_torch_headers: bool = False) -> list[Unit]:
+    """The translation units of ``snap`` (``kernels/*.cu``, ``kernels/*.cpp``) with their rule and flags.
+
+    ``cuda_torch_headers``: ``.cu`` files see torch's headers (:func:`nvcc_torch_flags`); workspaces
+    keep them torch-free (cheaper to recompile), single-file ``cuda_sources`` need them.
+    """
     units: list[Unit] = []
     for rel in sorted(snap.hashes):
         folder, name = posixpath.split(rel)
@@ -76,7 +90,8 @@ def plan_units(snap: Snapshot, tc: Toolchain, pch: Path | None) -> list[Unit]:
         if name.endswith(".cu"):
             if tc.nvcc is None:
                 raise _SourceError(f"{rel} is a CUDA file but this is a CPU workspace: write C++ kernels (.cpp)")
-            rule, compiler, flags = "nvcc", tc.nvcc, list(tc.nvcc_flags)
+            rule, compiler = "nvcc", tc.nvcc
+            flags = nvcc_torch_flags(tc) if cuda_torch_headers else list(tc.nvcc_flags)
         else:
             text = (snap.root / rel).read_text(errors="replace")
             is_binding = name.endswith("_binding.cpp") or "torch/" in text or "pybind11" in text
@@ -207,7 +222,8 @@ def _run_ninja(cmd: list[str], cwd: Path, out: Path, readonly: list[Path], confi
         return -9, output.decode("utf-8", errors="replace"), True  # build_workspace says it ran past the limit
 
 
-def build_workspace(ws: Any, config: BuildConfig | None = None, sandbox: Any = None) -> BuildResult:
+def build_workspace(ws: Any, config: BuildConfig | None = None, sandbox: Any = None, *,
+                    cuda_torch_headers: bool = False) -> BuildResult:
     """Build ``ws`` into ``cuda_extension.so`` from a private snapshot; objects and modules by content key.
 
     Args:
@@ -216,6 +232,7 @@ def build_workspace(ws: Any, config: BuildConfig | None = None, sandbox: Any = N
         sandbox: a :class:`cuda_gym.sandbox.Sandbox` whose mode the build reuses: the compilers then
             run in a sandbox of that mode that reads the snapshot and the cache and writes only the
             build's output folder. ``None`` runs them directly.
+        cuda_torch_headers: let ``.cu`` files include torch headers (used for single-file submissions).
 
     Each call snapshots the workspace (regular files only; ``binding_registry.h`` is the pristine
     template), looks every translation unit up in the object cache, compiles the missing ones in
@@ -235,7 +252,7 @@ def build_workspace(ws: Any, config: BuildConfig | None = None, sandbox: Any = N
         try:
             snap = snapshot(Path(ws.root), work / "src",
                             replace={"binding_registry.h": template("binding_registry.h").read_bytes()})
-            units = plan_units(snap, tc, pch)
+            units = plan_units(snap, tc, pch, cuda_torch_headers=cuda_torch_headers)
         except (_SourceError, SnapshotError) as exc:
             return BuildResult(False, None, str(exc), str(exc), False, time.perf_counter() - started, "")
         store = ObjectStore(root)

@@ -1,0 +1,365 @@
+"""Single-file submissions: ``load_inline`` calls recorded by a trusted step, built by the content-cached build.
+
+A KernelBench-style file calls ``torch.utils.cpp_extension.load_inline(...)`` at import. Left to
+torch, every judgement compiles it again (60-90 s on a GPU machine) in a torch-extensions folder
+that other evaluations share and can plant modules in. Here instead:
+
+1. :func:`record_calls` runs the file in a sandbox with ``load_inline`` replaced by a recorder
+   (its arguments to JSON; the module it returns is a placeholder);
+2. :func:`build_call` builds each recorded call with :func:`cuda_gym.build.build_workspace` from a
+   generated workspace, so the object and module caches (keyed by content, flags and toolchain)
+   serve every later judgement of the same sources;
+3. the candidate process calls :func:`install_prebuilt` before importing the file: ``load_inline``
+   then returns the prebuilt module for arguments that match a recorded call, and raises a clear
+   error for any other (nothing is compiled in the candidate's process, no folder is shared).
+
+:func:`prepare` does steps 1-2 and writes the manifest step 3 reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from cuda_gym.build.config import BuildConfig, BuildResult
+from cuda_gym.errors import BuildError
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_NAME = "inline_modules.json"
+"""The manifest :func:`prepare` writes in the job folder: call key -> built module path."""
+
+_PRELUDE = """#include <torch/extension.h>
+#include "../binding_registry.h"
+// load_inline's PYBIND11_MODULE becomes one entry of the workspace binding registry.
+#undef PYBIND11_MODULE
+#define PYBIND11_MODULE(name, variable, ...) \\
+  static void cuda_gym_inline_module(pybind11::module_& variable); \\
+  REGISTER_BINDING(inline_module, cuda_gym_inline_module); \\
+  static void cuda_gym_inline_module(pybind11::module_& variable)
+"""
+
+
+@dataclass(frozen=True)
+class InlineCall:
+    """The arguments of one ``load_inline`` call that decide what is built (normalised as torch does).
+
+    Attributes:
+        name: the extension name the file asked for (the built module is ``cuda_extension``).
+        cpp_sources: C++ sources, in order.
+        cuda_sources: CUDA sources, in order.
+        functions: function name -> docstring to bind, or ``None`` (the sources hold their own
+            ``PYBIND11_MODULE``).
+        with_pytorch_error_handling: bind through ``torch::wrap_pybind_function``.
+        no_implicit_headers: leave out the headers ``load_inline`` adds.
+        extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths: recorded for the key;
+            the build uses its own fixed flag policy (docs/build.md), as for workspaces.
+    """
+
+    name: str
+    cpp_sources: tuple[str, ...]
+    cuda_sources: tuple[str, ...] = ()
+    functions: tuple[tuple[str, str], ...] | None = None
+    with_pytorch_error_handling: bool = True
+    no_implicit_headers: bool = False
+    extra_cflags: tuple[str, ...] = ()
+    extra_cuda_cflags: tuple[str, ...] = ()
+    extra_ldflags: tuple[str, ...] = ()
+    extra_include_paths: tuple[str, ...] = ()
+
+    @classmethod
+    def from_arguments(cls, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> InlineCall:
+        """The call as ``load_inline(*args, **kwargs)`` would see it (raises ``TypeError`` like it)."""
+        bound = _load_inline_signature().bind(*args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        functions = a["functions"]
+        if isinstance(functions, str):
+            functions = [functions]
+        if isinstance(functions, (list, tuple)):
+            functions = {str(f): str(f) for f in functions}
+        if functions is not None and not isinstance(functions, dict):
+            raise ValueError(f"Expected 'functions' to be a list or dict, but was {type(functions)}")
+        return cls(
+            name=str(a["name"]),
+            cpp_sources=_strings(a["cpp_sources"]),
+            cuda_sources=_strings(a["cuda_sources"]),
+            functions=tuple((str(k), str(v)) for k, v in functions.items()) if functions is not None else None,
+            with_pytorch_error_handling=bool(a["with_pytorch_error_handling"]),
+            no_implicit_headers=bool(a["no_implicit_headers"]),
+            extra_cflags=_strings(a["extra_cflags"]),
+            extra_cuda_cflags=_strings(a["extra_cuda_cflags"]),
+            extra_ldflags=_strings(a["extra_ldflags"]),
+            extra_include_paths=_strings(a["extra_include_paths"]),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (lists for tuples)."""
+        data = asdict(self)
+        if self.functions is not None:
+            data["functions"] = [list(pair) for pair in self.functions]
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> InlineCall:
+        """The call from :meth:`to_json`'s dict; missing or unknown keys are errors."""
+        names = {f.name for f in fields(cls)}
+        if set(data) != names:
+            raise BuildError(f"a recorded load_inline call has keys {sorted(data)}, expected {sorted(names)}: "
+                             "the recorder and the builder disagree (reinstall cuda_gym)")
+        functions = data["functions"]
+        return cls(
+            name=str(data["name"]),
+            cpp_sources=tuple(map(str, data["cpp_sources"])),
+            cuda_sources=tuple(map(str, data["cuda_sources"])),
+            functions=tuple((str(k), str(v)) for k, v in functions) if functions is not None else None,
+            with_pytorch_error_handling=bool(data["with_pytorch_error_handling"]),
+            no_implicit_headers=bool(data["no_implicit_headers"]),
+            **{k: tuple(map(str, data[k])) for k in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags",
+                                                     "extra_include_paths")},
+        )
+
+    @property
+    def key(self) -> str:
+        """sha256 of the normalised arguments: how the candidate's shim finds the prebuilt module."""
+        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()
+
+    def sources(self) -> dict[str, str]:
+        """The generated workspace files: ``kernels/inline_binding.cpp`` and, with CUDA, ``kernels/inline.cu``.
+
+        What ``load_inline`` would write (its implicit headers, its ``PYBIND11_MODULE`` for
+        ``functions``), with the module definition turned into a binding-registry entry so the
+        workspace build links it like any binding.
+        """
+        cpp = [_PRELUDE, '#line 1 "cpp_sources"', *self.cpp_sources]
+        if self.functions is not None:
+            wrap = "torch::wrap_pybind_function({0})" if self.with_pytorch_error_handling else "{0}"
+            cpp.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
+            cpp += [f'm.def("{name}", {wrap.format(name)}, "{doc}");' for name, doc in self.functions]
+            cpp.append("}")
+        files = {"kernels/inline_binding.cpp": "\n".join(cpp) + "\n"}
+        if self.cuda_sources:
+            head = [] if self.no_implicit_headers else ["#include <torch/types.h>", "#include <cuda.h>",
+                                                        "#include <cuda_runtime.h>"]
+            files["kernels/inline.cu"] = "\n".join([*head, '#line 1 "cuda_sources"', *self.cuda_sources]) + "\n"
+        return files
+
+
+_SIGNATURE: list[Any] = []
+
+
+def _load_inline_signature() -> Any:
+    """torch's own ``load_inline`` signature, read before any patch replaces the function."""
+    if not _SIGNATURE:
+        import inspect
+
+        import torch.utils.cpp_extension as cpp_ext
+
+        _SIGNATURE.append(inspect.signature(cpp_ext.load_inline))
+    return _SIGNATURE[0]
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    return tuple(str(v) for v in value)
+
+
+# -- 1. recording (runs in the sandboxed recorder process) -------------------------------------------
+
+
+class _Placeholder:
+    """What the recorder's ``load_inline`` returns: any attribute is a function that says why it cannot run."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        def unavailable(*_args: Any, **_kwargs: Any) -> Any:
+            raise RuntimeError(f"{self._name}.{attr} is not built while the judge records load_inline calls")
+
+        return unavailable
+
+
+def _record_main(source: Path, out: Path) -> int:
+    """The recorder process: execute ``source`` with ``load_inline`` recording its calls into ``out``."""
+    import runpy
+
+    import torch.utils.cpp_extension as cpp_ext
+
+    calls: list[dict[str, Any]] = []
+    errors: list[str] = []
+
+    def recording_load_inline(*args: Any, **kwargs: Any) -> Any:
+        call = InlineCall.from_arguments(args, kwargs)
+        calls.append(call.to_json())
+        return _Placeholder(call.name)
+
+    def refused_load(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("torch.utils.cpp_extension.load(sources=...) reads files: put the sources in "
+                           "load_inline(cpp_sources=..., cuda_sources=...)")
+
+    _load_inline_signature()
+    cpp_ext.load_inline = recording_load_inline  # type: ignore[assignment]
+    cpp_ext.load = refused_load  # type: ignore[assignment]
+    try:
+        runpy.run_path(str(source), run_name="model_new")
+    except BaseException as exc:  # noqa: BLE001 - the agent's file: any failure is reported, not raised
+        errors.append(f"{type(exc).__name__}: {exc}")
+    out.write_text(json.dumps({"calls": calls, "error": errors[0] if errors else None}))
+    return 0
+
+
+@dataclass
+class Recording:
+    """What :func:`record_calls` saw: the calls in order, and the file's import error if any."""
+
+    calls: list[InlineCall] = field(default_factory=list)
+    error: str | None = None
+    output: str = ""
+
+
+def record_calls(source: Path, *, timeout_s: float = 120.0, sandbox_mode: str | None = None) -> Recording:
+    """Run ``source`` in a sandbox with a recording ``load_inline``; return the calls it made at import.
+
+    The file runs as the candidate would import it (``run_name="model_new"``), with no network and
+    only a private folder writable. A call made later (inside ``ModelNew.__init__`` or ``forward``)
+    is not seen; the shim then refuses it with a message saying to call ``load_inline`` at import.
+    """
+    from cuda_gym.sandbox import Limits, Sandbox
+
+    with tempfile.TemporaryDirectory(prefix="cuda_gym_record_") as tmp:
+        folder = Path(tmp)
+        copy = folder / "model_new.py"
+        copy.write_bytes(Path(source).read_bytes())
+        out = folder / "calls.json"
+        package_root = Path(__file__).resolve().parents[2]
+        env = {"PYTHONPATH": str(package_root)}
+        cmd = [sys.executable, "-m", "cuda_gym.build.inline", "record", str(copy), str(out)]
+        run = Sandbox(writable=[folder], mode=sandbox_mode).run(cmd, cwd=folder, env=env,
+                                                               limits=Limits(wall_s=timeout_s))
+        if not out.is_file():
+            reason = run.reason or f"exit code {run.returncode}"
+            return Recording(error=f"the file could not be imported to record its load_inline calls ({reason})",
+                             output=run.output)
+        data = json.loads(out.read_text())
+        return Recording([InlineCall.from_json(c) for c in data["calls"]], data.get("error"), run.output)
+
+
+# -- 2. building --------------------------------------------------------------------------------
+
+
+def build_call(call: InlineCall, flavour: str, config: BuildConfig | None = None, sandbox: Any = None) -> BuildResult:
+    """Build one recorded call through the content-cached workspace build (``cuda_extension.so``).
+
+    The generated sources are written to a private temporary workspace; the result's ``key`` is
+    the module's content key, so identical calls in any later judgement are cache hits.
+    """
+    from cuda_gym.build.core import build_workspace
+
+    if call.cuda_sources and flavour != "cuda":
+        return BuildResult(False, None, "load_inline(cuda_sources=...) on the cpu device: write C++ in cpp_sources",
+                           "", False, 0.0, "")
+    with tempfile.TemporaryDirectory(prefix="cuda_gym_inline_") as tmp:
+        root = Path(tmp) / "workspace"
+        build_dir = Path(tmp) / "build"
+        build_dir.mkdir(parents=True)
+        for rel, text in call.sources().items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        ws = SimpleNamespace(root=root, build_dir=build_dir, flavour=flavour)
+        config = config or BuildConfig()
+        if not config.use_cache:
+            raise BuildError("single-file builds keep their modules in the build cache: use BuildConfig(use_cache=True)")
+        return build_workspace(ws, config, sandbox, cuda_torch_headers=True)
+
+
+@dataclass
+class Prepared:
+    """The outcome of :func:`prepare`: ``ok`` when every call built; the manifest for the candidate."""
+
+    ok: bool
+    log: str
+    manifest: Path | None
+    results: list[BuildResult]
+    recording: Recording
+
+
+def prepare(source: Path, job_dir: Path, flavour: str, config: BuildConfig | None = None, sandbox: Any = None,
+            *, timeout_s: float = 120.0) -> Prepared:
+    """Record and build every ``load_inline`` call of ``source``; write ``job_dir/inline_modules.json``.
+
+    ``ok=False`` with the compiler's log when a call does not compile (the agent's compile error);
+    a file that fails to import before its calls is reported the same way. The manifest maps each
+    call's key to its module path in the build cache (read-only for the candidate).
+    """
+    recording = record_calls(source, timeout_s=timeout_s, sandbox_mode=getattr(sandbox, "mode", None))
+    if not recording.calls:
+        why = recording.error or "it calls torch.utils.cpp_extension.load_inline nowhere at import"
+        return Prepared(False, f"no extension was built: {why}", None, [], recording)
+    results: list[BuildResult] = []
+    manifest: dict[str, str] = {}
+    for call in recording.calls:
+        result = build_call(call, flavour, config, sandbox)
+        results.append(result)
+        if not result.ok:
+            return Prepared(False, result.log, None, results, recording)
+        manifest[call.key] = str(result.module_path)
+    path = Path(job_dir) / MANIFEST_NAME
+    path.write_text(json.dumps(manifest, indent=1))
+    return Prepared(True, "", path, results, recording)
+
+
+# -- 3. the candidate's shim -----------------------------------------------------------------------
+
+
+def install_prebuilt(manifest: Path | Mapping[str, str]) -> None:
+    """Make ``load_inline`` return prebuilt modules in this process (the candidate's, before import).
+
+    Args:
+        manifest: the file :func:`prepare` wrote, or its mapping (call key -> module path).
+
+    A call whose arguments match no recorded call raises ``BuildError`` (nothing is compiled here);
+    ``load(sources=...)`` is refused too.
+    """
+    import torch.utils.cpp_extension as cpp_ext
+
+    from cuda_gym.build.core import load_extension
+
+    table = dict(json.loads(Path(manifest).read_text())) if isinstance(manifest, (str, os.PathLike)) else dict(manifest)
+    loaded: dict[str, Any] = {}
+
+    def prebuilt_load_inline(*args: Any, **kwargs: Any) -> Any:
+        call = InlineCall.from_arguments(args, kwargs)
+        path = table.get(call.key)
+        if path is None:
+            raise BuildError(f"load_inline(name={call.name!r}) was not prebuilt by the judge: call load_inline at "
+                             "import with sources that do not change between runs")
+        if call.key not in loaded:
+            loaded[call.key] = load_extension(path)
+        return loaded[call.key]
+
+    def refused_load(*_args: Any, **_kwargs: Any) -> Any:
+        raise BuildError("torch.utils.cpp_extension.load(sources=...) is not available to submissions: use "
+                         "load_inline(cpp_sources=..., cuda_sources=...)")
+
+    _load_inline_signature()
+    cpp_ext.load_inline = prebuilt_load_inline  # type: ignore[assignment]
+    cpp_ext.load = refused_load  # type: ignore[assignment]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "record":
+        sys.exit(_record_main(Path(sys.argv[2]), Path(sys.argv[3])))
+    sys.exit("usage: python -m cuda_gym.build.inline record FILE OUT.json")
