@@ -196,8 +196,6 @@ def _record_main(source: Path, out: Path) -> int:
     """The recorder process: execute ``source`` with ``load_inline`` recording its calls into ``out``."""
     import runpy
 
-    import torch.utils.cpp_extension as cpp_ext
-
     calls: list[dict[str, Any]] = []
     errors: list[str] = []
 
@@ -206,13 +204,7 @@ def _record_main(source: Path, out: Path) -> int:
         calls.append(call.to_json())
         return _Placeholder(call.name)
 
-    def refused_load(*_args: Any, **_kwargs: Any) -> Any:
-        raise RuntimeError("torch.utils.cpp_extension.load(sources=...) reads files: put the sources in "
-                           "load_inline(cpp_sources=..., cuda_sources=...)")
-
-    _load_inline_signature()
-    cpp_ext.load_inline = recording_load_inline  # type: ignore[assignment]
-    cpp_ext.load = refused_load  # type: ignore[assignment]
+    _install(recording_load_inline)
     try:
         runpy.run_path(str(source), run_name="model_new")
     except BaseException as exc:  # noqa: BLE001 - the agent's file: any failure is reported, not raised
@@ -333,8 +325,6 @@ def install_prebuilt(manifest: Path | Mapping[str, str]) -> None:
     A call whose arguments match no recorded call raises ``BuildError`` (nothing is compiled here);
     ``load(sources=...)`` is refused too.
     """
-    import torch.utils.cpp_extension as cpp_ext
-
     from cuda_gym.build.core import load_extension
 
     table = dict(json.loads(Path(manifest).read_text())) if isinstance(manifest, (str, os.PathLike)) else dict(manifest)
@@ -350,13 +340,21 @@ def install_prebuilt(manifest: Path | Mapping[str, str]) -> None:
             loaded[call.key] = load_extension(path)
         return loaded[call.key]
 
-    def refused_load(*_args: Any, **_kwargs: Any) -> Any:
-        raise BuildError("torch.utils.cpp_extension.load(sources=...) is not available to submissions: use "
-                         "load_inline(cpp_sources=..., cuda_sources=...)")
+    _install(prebuilt_load_inline)
 
-    _load_inline_signature()
-    cpp_ext.load_inline = prebuilt_load_inline  # type: ignore[assignment]
-    cpp_ext.load = refused_load  # type: ignore[assignment]
+
+def _refused_load(*_args: Any, **_kwargs: Any) -> Any:
+    raise BuildError("torch.utils.cpp_extension.load(sources=...) is not available to submissions: put the "
+                     "sources in load_inline(cpp_sources=..., cuda_sources=...)")
+
+
+def _install(load_inline: Any) -> None:
+    """Replace torch's ``load_inline`` by ``load_inline`` and refuse ``load`` in this process."""
+    import torch.utils.cpp_extension as cpp_ext
+
+    _load_inline_signature()  # torch's own, before it is replaced
+    cpp_ext.load_inline = load_inline  # type: ignore[assignment]
+    cpp_ext.load = _refused_load  # type: ignore[assignment]
 
 
 if __name__ == "__main__":
