@@ -405,3 +405,24 @@ def test_a_live_build_is_never_swept(tmp_path: Path) -> None:
         assert sweep(tmp_path) == []
         assert work.is_dir()
     assert not work.exists()
+
+
+def test_the_snapshot_copies_regular_source_files_only(tmp_path: Path) -> None:
+    from cuda_gym.build.files import snapshot
+
+    src = tmp_path / "ws"
+    (src / "kernels" / "deep").mkdir(parents=True)
+    (src / "kernels" / "a.cu").write_text("a")
+    (src / "kernels" / "deep" / "b.tcc").write_text("b")
+    (src / "kernels" / "noext").write_text("c")
+    (src / "model_new.py").write_text("not a source")
+    (src / "binding_registry.h").write_text("tampered")
+    (src / "kernels" / "x.h").symlink_to("/proc/kmsg")
+    (src / "kernels" / "linked").symlink_to(tmp_path, target_is_directory=True)
+    os.mkfifo(src / "kernels" / "pipe.h")
+    snap = snapshot(src, tmp_path / "copy", replace={"binding_registry.h": b"pristine"})
+    assert set(snap.hashes) == {"kernels/a.cu", "kernels/deep/b.tcc", "kernels/noext", "binding_registry.h"}
+    assert (tmp_path / "copy" / "binding_registry.h").read_bytes() == b"pristine"
+    assert snap.skipped == {"kernels/x.h": "a symbolic link", "kernels/linked": "a symbolic link",
+                            "kernels/pipe.h": "not a regular file"}
+    assert not any(p.is_symlink() for p in (tmp_path / "copy").rglob("*"))

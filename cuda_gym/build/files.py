@@ -138,6 +138,7 @@ SNAPSHOT_FILE_LIMIT = 4 * 2**20
 """A larger file is left out of the snapshot (an include of it then fails to compile)."""
 
 SNAPSHOT_TOTAL_LIMIT = 64 * 2**20
+SNAPSHOT_MAX_FILES = 4096
 
 
 class SnapshotError(OSError):
@@ -171,7 +172,8 @@ def snapshot(src: Path, dest: Path, *, replace: dict[str, bytes] | None = None) 
         replace: workspace-relative paths whose content is given here instead of read (the pristine
             infrastructure headers): they are written whatever the workspace holds.
 
-    Raises :class:`SnapshotError` past :data:`SNAPSHOT_TOTAL_LIMIT` bytes in all.
+    Raises :class:`SnapshotError` past :data:`SNAPSHOT_TOTAL_LIMIT` bytes or :data:`SNAPSHOT_MAX_FILES`
+    files in all.
     """
     import hashlib
 
@@ -191,9 +193,9 @@ def snapshot(src: Path, dest: Path, *, replace: dict[str, bytes] | None = None) 
             skipped[entry.rel] = str(exc)
             continue
         total += len(data)
-        if total > SNAPSHOT_TOTAL_LIMIT:
-            raise SnapshotError(f"the workspace holds more than {SNAPSHOT_TOTAL_LIMIT // 2**20} MiB of source-like "
-                                "files; remove generated or data files from it")
+        if total > SNAPSHOT_TOTAL_LIMIT or len(hashes) >= SNAPSHOT_MAX_FILES:
+            raise SnapshotError(f"the workspace holds more than {SNAPSHOT_TOTAL_LIMIT // 2**20} MiB or "
+                                f"{SNAPSHOT_MAX_FILES} source-like files; remove generated or data files from it")
         _write(dest / entry.rel, data)
         hashes[entry.rel] = hashlib.sha256(data).hexdigest()
     for rel, data in replace.items():
