@@ -346,3 +346,29 @@ def test_checkout_on_pythonpath_is_not_bound_whole(mode: str, box: Path, tmp_pat
     assert "ref: refs/" not in res.output and "[project]" not in res.output, res.output
     assert "IMPORTED from --target" in res.output, res.output
     assert "tests" not in res.output.split()
+
+
+USERNS_PROBE = """
+import sys
+from cuda_gym.sandbox import Sandbox
+box, canary = sys.argv[1], sys.argv[2]
+res = Sandbox([box], mode="unshare").run(f"cat {canary} /etc/shadow; touch /usr/x && echo WROTE; echo ok > f && echo INSIDE",
+                                         cwd=box)
+print(res.returncode, res.output)
+"""
+
+
+def test_unshare_mode_inside_a_user_namespace(box: Path, tmp_path: Path) -> None:
+    """As in a rootless container (root of a user namespace; the host's mounts locked): same isolation."""
+    if "unshare" not in ISOLATING:
+        pytest.skip("unshare mode not available")
+    if subprocess.run(["unshare", "--user", "--map-root-user", "true"], capture_output=True).returncode != 0:
+        pytest.skip("user namespaces are not allowed here")
+    canary = tmp_path / "canary.txt"
+    canary.write_text("CANARY-SECRET\n")
+    out = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private",
+                          sys.executable, "-c", USERNS_PROBE, str(box), str(canary)],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert "INSIDE" in out.stdout, out.stdout + out.stderr
+    assert "CANARY-SECRET" not in out.stdout and "WROTE" not in out.stdout and "root:" not in out.stdout
+    assert (box / "f").read_text() == "ok\n"
