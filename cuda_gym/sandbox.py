@@ -402,6 +402,49 @@ class _Cgroups:
                 logger.warning("could not remove cgroup %s", path)
 
 
+_TMP_PREFIX = "cuda_gym_sbx_"
+"""Host temp dirs of sandboxes are ``<tmp>/cuda_gym_sbx_<creator pid>_<random>``."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@functools.cache
+def _sweep_stale() -> None:
+    """Once per process: remove the cgroups and temp dirs of sandboxes whose creator died without
+    cleaning up (SIGKILL, OOM), killing anything still in those cgroups."""
+    parents = {found[0] for found in (_cgroup_parent("pids"), _cgroup_parent("memory")) if found is not None}
+    for parent in parents:
+        try:
+            children = list(parent.iterdir())
+        except OSError:
+            continue
+        for child in children:
+            m = re.fullmatch(r"cuda_gym-(?:probe-)?(\d+)-[0-9a-f]+", child.name)
+            if m is None or _pid_alive(int(m.group(1))) or not child.is_dir():
+                continue
+            stale = _Cgroups.__new__(_Cgroups)
+            stale.dirs = {"stale": (child, 2 if (child / "cgroup.kill").exists() else 1)}
+            stale.kill_all()
+            stale.remove()
+            logger.info("removed the stale sandbox cgroup %s", child)
+    try:
+        entries = list(Path(tempfile.gettempdir()).glob(f"{_TMP_PREFIX}*_*"))
+    except OSError:
+        entries = []
+    for entry in entries:
+        m = re.fullmatch(re.escape(_TMP_PREFIX) + r"(\d+)_.*", entry.name)
+        if m is not None and not _pid_alive(int(m.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
 def _try_write(path: Path, value: str) -> None:
     try:
         if path.exists():
@@ -683,12 +726,13 @@ class Sandbox:
             raise SandboxError("empty command: pass a string or a non-empty argument list")
         fds = _check_fds(pass_fds)
 
+        _sweep_stale()
         cgroups = _Cgroups(limits.processes, limits.memory_bytes)
         if limits.processes is not None and not cgroups.has("pids") and os.geteuid() == 0:
             _warn_nproc_unenforced()
         if limits.memory_bytes is not None and not cgroups.has("memory"):
             _warn_memory_per_process()
-        host_tmp = None if self.mode == "bwrap" else Path(tempfile.mkdtemp(prefix="cuda_gym_sbx_"))
+        host_tmp = None if self.mode == "bwrap" else Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}_"))
         try:
             argv, run_env, preexec = self._command(inner, cwd, host_tmp, env, limits, cgroups)
             started = time.monotonic()
