@@ -319,7 +319,7 @@ class _Cgroups:
 
     def __init__(self, max_pids: int | None, memory_bytes: int | None):
         self.dirs: dict[str, tuple[Path, int]] = {}
-        name = f"cuda_gym-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        name = f"cuda_gym-{_owner_tag()}-{uuid.uuid4().hex[:12]}"
         try:
             for controller, value in (("pids", max_pids), ("memory", memory_bytes)):
                 found = _cgroup_parent(controller) if value is not None else None
@@ -403,7 +403,13 @@ class _Cgroups:
 
 
 _TMP_PREFIX = "cuda_gym_sbx_"
-"""Host temp dirs of sandboxes are ``<tmp>/cuda_gym_sbx_<creator pid>_<random>``."""
+"""Host temp dirs of sandboxes are ``<tmp>/cuda_gym_sbx_<owner tag>_<random>``."""
+
+
+def _owner_tag() -> str:
+    """``<PID namespace inode>-<pid>`` of this process: names its sandboxes' cgroups and temp dirs, so
+    that a later process of the same PID namespace can tell a dead owner's leftovers."""
+    return f"{os.stat('/proc/self/ns/pid').st_ino}-{os.getpid()}"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -420,6 +426,7 @@ def _pid_alive(pid: int) -> bool:
 def _sweep_stale() -> None:
     """Once per process: remove the cgroups and temp dirs of sandboxes whose creator died without
     cleaning up (SIGKILL, OOM), killing anything still in those cgroups."""
+    ns = os.stat("/proc/self/ns/pid").st_ino
     parents = {found[0] for found in (_cgroup_parent("pids"), _cgroup_parent("memory")) if found is not None}
     for parent in parents:
         try:
@@ -427,7 +434,7 @@ def _sweep_stale() -> None:
         except OSError:
             continue
         for child in children:
-            m = re.fullmatch(r"cuda_gym-(?:probe-)?(\d+)-[0-9a-f]+", child.name)
+            m = re.fullmatch(rf"cuda_gym-{ns}-(\d+)-[0-9a-f]+", child.name)
             if m is None or _pid_alive(int(m.group(1))) or not child.is_dir():
                 continue
             stale = _Cgroups.__new__(_Cgroups)
@@ -436,11 +443,11 @@ def _sweep_stale() -> None:
             stale.remove()
             logger.info("removed the stale sandbox cgroup %s", child)
     try:
-        entries = list(Path(tempfile.gettempdir()).glob(f"{_TMP_PREFIX}*_*"))
+        entries = list(Path(tempfile.gettempdir()).glob(f"{_TMP_PREFIX}{ns}-*_*"))
     except OSError:
         entries = []
     for entry in entries:
-        m = re.fullmatch(re.escape(_TMP_PREFIX) + r"(\d+)_.*", entry.name)
+        m = re.fullmatch(re.escape(_TMP_PREFIX) + rf"{ns}-(\d+)_.*", entry.name)
         if m is not None and not _pid_alive(int(m.group(1))):
             shutil.rmtree(entry, ignore_errors=True)
 
@@ -732,7 +739,7 @@ class Sandbox:
             _warn_nproc_unenforced()
         if limits.memory_bytes is not None and not cgroups.has("memory"):
             _warn_memory_per_process()
-        host_tmp = None if self.mode == "bwrap" else Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}_"))
+        host_tmp = None if self.mode == "bwrap" else Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{_owner_tag()}_"))
         try:
             argv, run_env, preexec = self._command(inner, cwd, host_tmp, env, limits, cgroups)
             started = time.monotonic()

@@ -141,11 +141,11 @@ def _leftovers(pid: int) -> list[Path]:
     """Cgroup and temp folders that sandboxes started by process ``pid`` made."""
     import tempfile
 
-    found = [p for p in Path(tempfile.gettempdir()).glob(f"cuda_gym_sbx_{pid}_*")]
+    found = list(Path(tempfile.gettempdir()).glob(f"cuda_gym_sbx_*-{pid}_*"))
     for controller in ("pids", "memory"):
         parent = _cgroup_parent(controller)
         if parent is not None:
-            found += list(parent[0].glob(f"cuda_gym-{pid}-*"))
+            found += list(parent[0].glob(f"cuda_gym-*-{pid}-*"))
     return found
 
 
