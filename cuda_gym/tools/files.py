@@ -16,12 +16,17 @@ import os
 import stat
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from re import _parser as _sre_parse  # stdlib's parser: the syntax whitelist of grep patterns
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 import regex as _regex
+
+try:  # stdlib re's own parser: the syntax whitelist and size check of grep patterns
+    from re import _parser as _sre_parse  # type: ignore[attr-defined]  # Python >= 3.11
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_parse as _sre_parse
 
 from cuda_gym.errors import ToolError
 from cuda_gym.workspace import NOFOLLOW_READ
@@ -573,11 +578,21 @@ def _compile_glob(pattern: str, budgets: ToolBudgets) -> _Glob:
     return _Glob("/".join(literal), compiled, depth)
 
 
-def _fullmatch(compiled: Any, text: str, deadline: float) -> bool:
+def _timeout(deadline: float) -> float:
+    """The ``timeout=`` to give one ``regex`` call so that it ends by ``deadline``.
+
+    Measured: a timed-out search may run up to twice its ``timeout`` (``(x+x+)+y`` on 2,000 x's with
+    ``timeout=3`` returned after 5.9 s, with ``timeout=0.5`` after 1.0 s), so each call gets half
+    of what is left. Raises ``TimeoutError`` when nothing is left.
+    """
     left = deadline - time.monotonic()
-    if left <= 0:
+    if left <= 0.002:
         raise TimeoutError
-    return compiled.fullmatch(text, timeout=left) is not None
+    return left / 2
+
+
+def _fullmatch(compiled: Any, text: str, deadline: float) -> bool:
+    return compiled.fullmatch(text, timeout=_timeout(deadline)) is not None
 
 
 def glob(ws: WorkspaceLike, pattern: str, budgets: ToolBudgets = DEFAULT_BUDGETS) -> str:
@@ -712,10 +727,7 @@ def compile_pattern(pattern: str, budgets: ToolBudgets = DEFAULT_BUDGETS) -> Any
 
 
 def _search(compiled: Any, line: str, deadline: float) -> bool:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError
-    return compiled.search(line, timeout=left) is not None
+    return compiled.search(line, timeout=_timeout(deadline)) is not None
 
 
 @dataclass
@@ -749,7 +761,8 @@ def _grep_file(compiled: Any, path: Path, rel: str, st: _GrepState, deadline: fl
         try:
             found = _search(compiled, line, deadline)
         except TimeoutError:
-            st.stopped = f"grep stopped: the search took longer than {budgets.grep_seconds:g} s; simplify the pattern or narrow path/glob"
+            st.stopped = (f"grep stopped: the search took longer than {budgets.grep_seconds:g} s; simplify the "
+                          "pattern or narrow path/glob")
             break
         if not found:
             continue
