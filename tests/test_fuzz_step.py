@@ -40,3 +40,43 @@ def test_step_holds_under_hostile_actions(tmp_path: Path) -> None:
         assert total >= 1
     finally:
         env.close()
+
+
+HOSTILE_WORKSPACE = (
+    "mkfifo kernels/fifo.h model_new.pyc; ln -s loop kernels/loop; ln -s loop2 kernels/a.cpp; "
+    "mkdir -p kernels/deep; ln -s / kernels/root; ln -s /etc/passwd kernels/p.h; chmod 000 kernels/deep"
+)
+"""A workspace full of what host-side code must not follow or open: FIFOs, link loops, links out."""
+
+
+def _turn_limit_episode(tmp_path: Path, command: str) -> tuple[str, float, bool, dict]:
+    import gymnasium as gym
+
+    from env_helpers import CPU_ID
+
+    env = gym.make(CPU_ID, task_ids=[TASK_ID], max_turns=2, workspace_dir=tmp_path)
+    try:
+        env.reset()
+        env.step(call("bash", command=command))
+        obs, reward, _, truncated, info = env.step(call("glob", pattern="**/*"))  # the last turn: judged
+        return obs, float(reward), bool(truncated), info
+    finally:
+        env.close()
+
+
+@pytest.mark.timeout(300)
+def test_turn_limit_judges_a_hostile_workspace(tmp_path: Path) -> None:
+    obs, reward, truncated, info = _turn_limit_episode(tmp_path, HOSTILE_WORKSPACE)
+    assert truncated and info["final_eval"] and reward == -1
+    assert "kernels/fifo.h is not a regular file" in obs and "Symbolic links are not allowed" in obs
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.xfail(reason="the judge's workspace hash (cuda_gym/judge/judge.py _tree_hash) follows the agent's "
+                          "link and blocks reading /proc/kmsg; it must walk with cuda_gym.build.files.walk",
+                   strict=False)
+def test_turn_limit_with_a_link_to_kmsg_does_not_hang(tmp_path: Path) -> None:
+    if not os.path.exists("/proc/kmsg"):
+        pytest.skip("no /proc/kmsg here")
+    _, reward, truncated, info = _turn_limit_episode(tmp_path, "ln -s /proc/kmsg kernels/x.h")
+    assert truncated and info["final_eval"] and reward == -1
