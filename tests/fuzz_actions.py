@@ -60,7 +60,7 @@ BASH = [
     "chmod 000 kernels/deep 2>/dev/null; mkdir -p kernels/deep/a/b && chmod 000 kernels/deep",
     "chmod 755 kernels/deep 2>/dev/null; true", "rm -f model.py", "echo hi > model.py",
     "truncate -s 100M big.bin", "python3 -c 'print(\"\\u00e9\" * 100)'", "exit 3", "kill -9 $$",
-    "cat /etc/shadow", "ls -la /", "touch -d 2000-01-01 model_new.py", "ulimit -a", "true",
+    "cat /etc/shadow", "ls -la /", "touch -d 2000-01-01 model_new.py", "ulimit -a", "true", "echo a\x00b",
 ]
 """bash commands: links to devices and out of the root, FIFOs, binary output, forks, sleeps past
 the limit, large output, many files, unreadable folders, tampering with protected files."""

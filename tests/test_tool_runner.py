@@ -141,6 +141,13 @@ def test_bash_timeout_and_clamp(ws: Any) -> None:
     assert "start" in out.text and "stopped:" in out.text
 
 
+def test_bash_command_with_a_nul_character_is_a_tool_error(ws: Any) -> None:
+    runner = ToolRunner(ws, judge=StandInJudge())
+    out = runner.run('{"name": "bash", "arguments": {"command": "echo a\\u0000b"}}')  # JSON's \u0000
+    assert out.text.startswith("Error: the command holds a NUL character (\\x00) at position 6")
+    assert out.info["tool"] == "bash" and not out.info["tool_ok"] and "internal error" not in out.text
+
+
 def test_bash_output_is_cut_in_the_middle(ws: Any) -> None:
     runner = ToolRunner(ws, judge=StandInJudge(), output_limit=1000)
     out = _run(runner, "bash", command="echo HEAD; seq 1 100000; echo TAIL")

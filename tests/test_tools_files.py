@@ -1,4 +1,4 @@
-"""The file tools on a real temporary workspace: confinement, protected files, caps and error messages."""
+"""The file tools and glob/grep on a real temporary workspace: confinement, protected files, budgets, links, messages."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cuda_gym.errors import ToolError
-from cuda_gym.tools import files
+from cuda_gym.tools import files, search
 from cuda_gym.tools.files import ToolBudgets
 from cuda_gym.workspace import PROTECTED
 
@@ -107,10 +107,10 @@ def test_symlinked_dir_out_is_refused(ws: Any, tmp_path: Path) -> None:
     with pytest.raises(ToolError):
         files.write_file(ws, "link/new.txt", "x")
     assert not (outside / "new.txt").exists()
-    assert "secret" not in files.glob(ws, "**/*")
-    assert "no matches" in files.grep(ws, "secret")
+    assert "secret" not in search.glob(ws, "**/*")
+    assert "no matches" in search.grep(ws, "secret")
     os.symlink(outside / "secret.txt", Path(ws.root) / "file_link")
-    assert "no matches" in files.grep(ws, "secret")
+    assert "no matches" in search.grep(ws, "secret")
 
 
 def test_write_to_directory_is_refused(ws: Any) -> None:
@@ -163,17 +163,17 @@ def test_glob(ws: Any) -> None:
     files.write_file(ws, "kernels/a.cu", "")
     files.write_file(ws, "kernels/b_binding.cpp", "")
     files.write_file(ws, "kernels/deep/c.cu", "")
-    assert files.glob(ws, "kernels/*.cu").splitlines()[0] == "kernels/a.cu"
-    out = files.glob(ws, "**/*.cu")
+    assert search.glob(ws, "kernels/*.cu").splitlines()[0] == "kernels/a.cu"
+    out = search.glob(ws, "**/*.cu")
     assert "kernels/a.cu" in out and "kernels/deep/c.cu" in out and "[2 paths match" in out
-    assert "kernels/deep/" in files.glob(ws, "kernels/*")
-    assert "no paths match" in files.glob(ws, "*.nothing")
+    assert "kernels/deep/" in search.glob(ws, "kernels/*")
+    assert "no paths match" in search.glob(ws, "*.nothing")
     for bad in ["../*", "/etc/*", "kernels/../../*"]:
         with pytest.raises(ToolError):
-            files.glob(ws, bad)
+            search.glob(ws, bad)
     for i in range(30):
         files.write_file(ws, f"many/f{i:02d}.txt", "")
-    out = files.glob(ws, "many/*", budgets=ToolBudgets(glob_results=5))
+    out = search.glob(ws, "many/*", budgets=ToolBudgets(glob_results=5))
     assert len(out.splitlines()) == 6 and "30 paths match" in out and "showing the first 5" in out
 
 
@@ -181,30 +181,30 @@ def test_grep(ws: Any) -> None:
     files.write_file(ws, "kernels/a.cu", "__global__ void gelu() {}\nint x;\n__global__ void relu() {}\n")
     files.write_file(ws, "kernels/b.cpp", "void gelu_launch();\n")
     (Path(ws.root) / "kernels/blob.bin").write_bytes(b"gelu\x00\x01")
-    out = files.grep(ws, r"gel(u)", path="kernels")
+    out = search.grep(ws, r"gel(u)", path="kernels")
     assert "kernels/a.cu:1: __global__ void gelu() {}" in out
     assert "kernels/b.cpp:1: void gelu_launch();" in out
     assert "blob.bin" not in out
     assert "2 matching lines in 2 files" in out
-    only_cu = files.grep(ws, "gelu", glob="*.cu")
+    only_cu = search.grep(ws, "gelu", glob="*.cu")
     assert "a.cu" in only_cu and "b.cpp" not in only_cu
-    assert "kernels/a.cu:3:" in files.grep(ws, "relu", path="kernels/a.cu")
-    assert "no matches" in files.grep(ws, "tanh", path="kernels")
+    assert "kernels/a.cu:3:" in search.grep(ws, "relu", path="kernels/a.cu")
+    assert "no matches" in search.grep(ws, "tanh", path="kernels")
     with pytest.raises(ToolError, match="invalid regular expression"):
-        files.grep(ws, "(unclosed")
+        search.grep(ws, "(unclosed")
     with pytest.raises(ToolError, match="no such file"):
-        files.grep(ws, "x", path="nothere")
+        search.grep(ws, "x", path="nothere")
     with pytest.raises(ToolError):
-        files.grep(ws, "x", path="../")
+        search.grep(ws, "x", path="../")
     files.write_file(ws, "rep.txt", "hit\n" * 50)
-    capped = files.grep(ws, "hit", path="rep.txt", budgets=ToolBudgets(grep_matches=3))
+    capped = search.grep(ws, "hit", path="rep.txt", budgets=ToolBudgets(grep_matches=3))
     assert capped.count("rep.txt:") == 3 and "50 matching lines" in capped and "showing the first 3" in capped
 
 
 @pytest.mark.timeout(60)
 def test_grep_pathological_regex_stops(ws: Any) -> None:
     files.write_file(ws, "evil.txt", ("a" * 40 + "!\n") * 3)
-    out = files.grep(ws, r"(a|a)+b", budgets=ToolBudgets(grep_seconds=0.5))
+    out = search.grep(ws, r"(a|a)+b", budgets=ToolBudgets(grep_seconds=0.5))
     assert "grep stopped: the search took longer than 0.5 s; simplify" in out
 
 
@@ -222,23 +222,23 @@ def test_grep_pathological_regex_stops(ws: Any) -> None:
 def test_grep_refuses_memory_hungry_patterns(ws: Any, pattern: str, message: str) -> None:
     files.write_file(ws, "a.txt", "a" * 2000 + "\n")
     with pytest.raises(ToolError, match=message.replace("(", r"\(")):
-        files.grep(ws, pattern)
+        search.grep(ws, pattern)
 
 
 def test_grep_reads_braces_as_python_re_does(ws: Any) -> None:
     files.write_file(ws, "k.cpp", "abc\nint f() {e<=1}\nxx\n")
     # The `regex` module alone reads {e<=1} as "at most one error": 'abd' would match 'abc'.
-    assert "no matches" in files.grep(ws, "abd{e<=1}")
-    assert "k.cpp:2:" in files.grep(ws, "f\\(\\) {e<=1}")
-    assert "k.cpp:3:" in files.grep(ws, "x{2}")
+    assert "no matches" in search.grep(ws, "abd{e<=1}")
+    assert "k.cpp:2:" in search.grep(ws, "f\\(\\) {e<=1}")
+    assert "k.cpp:3:" in search.grep(ws, "x{2}")
 
 
 def test_grep_stops_at_file_and_byte_budgets(ws: Any) -> None:
     for i in range(20):
         files.write_file(ws, f"many/f{i:02d}.txt", "hit\n" * 100)
-    out = files.grep(ws, "hit", path="many", budgets=ToolBudgets(grep_files=5))
+    out = search.grep(ws, "hit", path="many", budgets=ToolBudgets(grep_files=5))
     assert "500 matching lines in 5 files" in out and "grep stopped after 5 files" in out
-    out = files.grep(ws, "hit", path="many", budgets=ToolBudgets(grep_bytes=1000))
+    out = search.grep(ws, "hit", path="many", budgets=ToolBudgets(grep_bytes=1000))
     assert "grep stopped after reading 800 bytes (budget 1000)" in out
 
 
@@ -281,21 +281,21 @@ def test_nested_globstars_are_merged_and_bounded(ws: Any) -> None:
     deep = "/".join(f"d{i}" for i in range(12))
     files.write_file(ws, f"{deep}/leaf.cpp", "")
     files.write_file(ws, "kernels/k.cpp", "")
-    plain = files.glob(ws, "**/*.cpp")
+    plain = search.glob(ws, "**/*.cpp")
     assert f"{deep}/leaf.cpp" in plain and "kernels/k.cpp" in plain
-    nested = files.glob(ws, "/".join(["**"] * 12) + "/*.cpp")  # pathlib took minutes on this shape
+    nested = search.glob(ws, "/".join(["**"] * 12) + "/*.cpp")  # pathlib took minutes on this shape
     assert nested.splitlines()[:2] == plain.splitlines()[:2]
     with pytest.raises(ToolError, match="too complex"):
-        files.glob(ws, "**/a*/**/b*/**/c*/**/d*")
+        search.glob(ws, "**/a*/**/b*/**/c*/**/d*")
     with pytest.raises(ToolError, match="too complex"):
-        files.glob(ws, "*" + "?" * 20)
-    assert "kernels/" in files.glob(ws, "kernels/**") and "kernels/k.cpp" in files.glob(ws, "kernels/**")
+        search.glob(ws, "*" + "?" * 20)
+    assert "kernels/" in search.glob(ws, "kernels/**") and "kernels/k.cpp" in search.glob(ws, "kernels/**")
 
 
 def test_glob_stops_at_the_entry_budget(ws: Any) -> None:
     for i in range(60):
         files.write_file(ws, f"many/f{i:02d}.txt", "")
-    out = files.glob(ws, "**/*.txt", budgets=ToolBudgets(glob_entries=30))
+    out = search.glob(ws, "**/*.txt", budgets=ToolBudgets(glob_entries=30))
     assert "glob stopped after 30 directory entries" in out and "narrower pattern" in out
 
 
@@ -317,16 +317,16 @@ def test_fifo_and_device_links_never_block_or_leak(ws: Any) -> None:
             files.read_file(ws, link)
         with pytest.raises(ToolError, match="outside the workspace"):
             files.write_file(ws, link, "x")
-    out = files.grep(ws, "include", path="kernels")  # walks past the FIFO and links without opening them
+    out = search.grep(ws, "include", path="kernels")  # walks past the FIFO and links without opening them
     assert "kernels/k.cpp:1:" in out and "1 matching lines in 1 files" in out
-    assert "kernels/fifo.h" in files.glob(ws, "kernels/*")
+    assert "kernels/fifo.h" in search.glob(ws, "kernels/*")
 
 
 def test_link_loops_and_bad_names_are_tool_errors(ws: Any) -> None:
     root = Path(ws.root)
     os.symlink("loop", root / "loop")
     for call in (lambda: files.read_file(ws, "loop"), lambda: files.write_file(ws, "loop/x", "x"),
-                 lambda: files.edit_file(ws, "loop", "a", "b"), lambda: files.grep(ws, "x", path="loop")):
+                 lambda: files.edit_file(ws, "loop", "a", "b"), lambda: search.grep(ws, "x", path="loop")):
         with pytest.raises(ToolError):  # pathlib's resolve raised RuntimeError("Symlink loop")
             call()
     with pytest.raises(ToolError, match="too long"):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from cuda_gym.errors import ToolError
 from cuda_gym.tools.schema import MAX_ACTION_CHARS, TOOLS, validate

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from cuda_gym.errors import CudaGymError, ToolError
 from cuda_gym.judge.result import JudgeResult
 from cuda_gym.reward import TerminalReward
 from cuda_gym.text import clean_output, to_printable
-from cuda_gym.tools import files
+from cuda_gym.tools import files, search
 from cuda_gym.tools.files import DEFAULT_BUDGETS, ToolBudgets, with_read_chars
 from cuda_gym.tools.protocol import ParseError, ToolCall, parse_action
 from cuda_gym.tools.render import render_profile, render_submit, render_verify
@@ -163,10 +164,10 @@ class ToolRunner:
         return ToolOutcome(files.multi_edit(self.workspace, a["path"], a["edits"], self.budgets))
 
     def _glob(self, a: dict[str, Any]) -> ToolOutcome:
-        return ToolOutcome(files.glob(self.workspace, a["pattern"], self.budgets))
+        return ToolOutcome(search.glob(self.workspace, a["pattern"], self.budgets))
 
     def _grep(self, a: dict[str, Any]) -> ToolOutcome:
-        return ToolOutcome(files.grep(self.workspace, a["pattern"], a.get("path", "."), a.get("glob"),
+        return ToolOutcome(search.grep(self.workspace, a["pattern"], a.get("path", "."), a.get("glob"),
                                       self.budgets))
 
     # --- bash ---------------------------------------------------------------------------------
@@ -183,6 +184,9 @@ class ToolRunner:
     def _bash(self, a: dict[str, Any]) -> ToolOutcome:
         from cuda_gym.sandbox import Limits
 
+        if "\x00" in a["command"]:  # execve cannot pass it: Popen raised ValueError ("internal error")
+            raise ToolError(f"the command holds a NUL character (\\x00) at position {a['command'].index(chr(0))}; "
+                            "a shell command cannot contain one (write binary data with printf '\\000')")
         timeout = min(float(a.get("timeout", self.bash_timeout)), self.max_bash_timeout)
         result = self._default_sandbox().run(a["command"], cwd=Path(self.workspace.root),
                                              limits=Limits(wall_s=timeout))
