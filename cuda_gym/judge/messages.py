@@ -1,0 +1,468 @@
+"""Typed messages between the judge's processes: frozen dataclasses whose ``from_json`` is strict.
+
+Three processes talk: the orchestrator (``Judge``), the trusted driver (``reference_worker``) and the
+candidate server (``candidate_server``, sandboxed, runs agent code). Every message is one of the
+dataclasses below, sent as JSON with its ``type`` name. ``decode`` rejects unknown types, missing
+keys, unknown keys and wrong value types with a ``ProtocolError``: a renamed key is a loud
+infrastructure failure (``JudgeError`` on the trusted side), never a silent -1 for the agent.
+
+What crosses into the candidate server carries no secret: no seed, no count or position of checked
+calls, no reference output, no timing bookkeeping. What comes out of it is untrusted: the driver
+reads the bytes its output descriptors point to and believes nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+from cuda_gym.errors import JudgeError
+
+
+class ProtocolError(JudgeError):
+    """A message that does not match its schema (a bug or a forged message, never the agent's score)."""
+
+
+# ---------------------------------------------------------------------- tensors and values
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """Where a tensor's bytes live in shared memory, and how to view them.
+
+    Attributes:
+        dtype: torch dtype name without ``torch.`` (``float32``).
+        shape, strides: in elements; ``offset`` is the element offset of ``[0, ...]`` from ``base``.
+        segment: id of the shared segment (GPU: a VMM allocation; CPU: ``0`` for the driver's arena,
+            ``-1`` for an address in the candidate process read with ``process_vm_readv``).
+        base: byte address (GPU: offset inside the segment; CPU arena: byte offset; ``-1`` segment:
+            the virtual address in the candidate process).
+    """
+
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+    segment: int
+    base: int
+
+
+@dataclass(frozen=True)
+class Value:
+    """A node of an input or output structure.
+
+    ``kind`` is ``tensor`` (``tensor`` set), ``tuple``/``list`` (``items``), ``dict`` (``keys`` and
+    ``items``), or a Python scalar kind ``int``/``float``/``bool``/``none``/``str``/``complex``
+    (``scalar``: its JSON value; complex as ``[re, im]``).
+    """
+
+    kind: str
+    tensor: TensorRef | None = None
+    items: tuple["Value", ...] = ()
+    keys: tuple[str, ...] = ()
+    scalar: Any = None
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A shared memory segment announced with a message; its file descriptor travels beside it."""
+
+    id: int
+    size: int
+
+
+# ---------------------------------------------------------------------- driver -> candidate server
+
+
+ServerKind = Literal["workspace", "single", "reference", "compile"]
+"""What the server loads: a workspace (``model_new.py`` + extension), a single file, or the reference
+``Model`` eager or under ``torch.compile`` (the baselines, timed through the same protocol)."""
+
+
+@dataclass(frozen=True)
+class Calibrate:
+    """Before any submission code loads: answer no-op calls returning tensors of this output layout.
+
+    The driver times these round trips (the protocol overhead it subtracts) while the server is
+    still only trusted code.
+    """
+
+    outputs: Value
+    device: str
+
+
+@dataclass(frozen=True)
+class Load:
+    """Load the program to serve (never run before ``Calibrate`` is finished)."""
+
+    kind: ServerKind
+    device: str
+    init_seed: int
+    state_path: str
+    init_path: str
+    task_code: str = ""
+    solution_path: str = ""
+    workspace_root: str = ""
+    module_path: str = ""
+    inline_manifest: str = ""
+    """Single files: the prebuilt ``load_inline`` modules (``cuda_gym.build.inline``) to serve its calls."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """Run ``forward`` once on these inputs and answer with the outputs.
+
+    ``audit`` asks for the advisory ATen audit and memory poisoning (correctness calls; every timed
+    call is checked too, so knowing this gains nothing); ``noop`` (calibration only) returns the
+    calibration outputs without running anything; ``profile`` runs the call under ``torch.profiler``.
+    """
+
+    seq: int
+    inputs: tuple[Value, ...]
+    segments: tuple[Segment, ...] = ()
+    audit: bool = False
+    noop: bool = False
+    profile: bool = False
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """Exit now."""
+
+
+# ---------------------------------------------------------------------- candidate server -> driver
+
+
+@dataclass(frozen=True)
+class Hello:
+    """The server is up (trusted code only so far); ``pid`` in its own PID namespace."""
+
+    pid: int
+    device: str
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The answer to ``Load`` or ``Calibrate``: ``error`` empty when it worked (``stage`` says where)."""
+
+    error: str = ""
+    stage: str = ""
+    violations: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The answer to ``Call``. Untrusted: only the bytes that ``outputs`` points to are ever used.
+
+    ``event_ms`` is the server's own CUDA-event time of the call (for the agent's information only);
+    ``violations`` are advisory findings of in-process checks (they can only hurt the candidate);
+    ``profile`` rows ``(name, calls, total_ms)`` when asked.
+    """
+
+    seq: int
+    outputs: Value | None = None
+    segments: tuple[Segment, ...] = ()
+    error: str = ""
+    event_ms: float = -1.0
+    violations: tuple[tuple[str, str], ...] = ()
+    profile: tuple[tuple[str, int, float], ...] = ()
+
+
+# ---------------------------------------------------------------------- orchestrator <-> driver
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How the driver runs an evaluation or a baseline timing (from ``JudgeConfig``).
+
+    The driver draws every seed, the sample positions and the per-evaluation secrets itself.
+    """
+
+    correctness_trials: int
+    warmup: int
+    warmup_s: float
+    timed_calls: int
+    tolerances: dict[str, tuple[float, float]]
+    sample_threshold_bytes: int
+    spread_tol: float
+    thread_allowance: int
+    memory_bytes: int
+    load_timeout_s: float
+    call_timeout_s: float
+    wall_s: float
+    held_out: bool = False
+
+
+@dataclass(frozen=True)
+class Greet:
+    """Orchestrator -> driver: who are you (answer: ``Greeting``)."""
+
+
+@dataclass(frozen=True)
+class Greeting:
+    """The driver's hardware and software fingerprint."""
+
+    fingerprint: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Prepare:
+    """Build the reference ``Model`` (kept while the same task is judged); write its state for a job."""
+
+    code: str
+    code_hash: str
+    init_seed: int
+    job_dir: str = ""
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """What the reference run of a task showed (sizes drive limits; FLOPs the speed-of-light floor)."""
+
+    output_bytes: int
+    integer_output: bool
+    input_bytes: int
+    dtype: str
+    flops: int
+    param_bytes: int
+    call_ms: float
+
+
+@dataclass(frozen=True)
+class Evaluate:
+    """Judge one submission: correctness calls, and for ``profile``/``full`` warm-up and timed calls."""
+
+    code_hash: str
+    job_dir: str
+    kind: Literal["workspace", "single"]
+    mode: Literal["verify", "profile", "full"]
+    settings: RunSettings
+    solution_path: str = ""
+    workspace_root: str = ""
+    module_path: str = ""
+    inline_manifest: str = ""
+    readonly: tuple[str, ...] = ()
+    writable: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TrialFacts:
+    """One checked call (a correctness call or a timed call)."""
+
+    seed: int
+    passed: bool
+    max_abs_error: float
+    max_rel_error: float
+    message: str
+    timed: bool
+    held_out: bool = False
+
+
+@dataclass(frozen=True)
+class EvaluationReport:
+    """Everything the driver observed about one submission.
+
+    ``times_ms`` are the trusted times of the timed calls (protocol overhead subtracted); ``event_ms``
+    the server's own CUDA-event times (untrusted, for information); ``violations`` pairs of rule and
+    message, found by the driver or reported by the server (which can only hurt itself).
+    """
+
+    stage: str
+    error: str = ""
+    import_failed: bool = False
+    trials: tuple[TrialFacts, ...] = ()
+    times_ms: tuple[float, ...] = ()
+    raw_ms: tuple[float, ...] = ()
+    event_ms: tuple[float, ...] = ()
+    overhead_ms: float = 0.0
+    violations: tuple[tuple[str, str], ...] = ()
+    low_variance: str = ""
+    profile: tuple[tuple[str, int, float], ...] = ()
+    killed: bool = False
+    sandbox: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class TimeBaseline:
+    """Time the reference eager (``reference``) or under ``torch.compile`` (``compile``) through the protocol."""
+
+    code_hash: str
+    kind: Literal["reference", "compile"]
+    job_dir: str
+    settings: RunSettings
+
+
+@dataclass(frozen=True)
+class BaselineReport:
+    """Trusted times of a baseline (overhead subtracted), or why it could not run."""
+
+    times_ms: tuple[float, ...] = ()
+    raw_ms: tuple[float, ...] = ()
+    event_ms: tuple[float, ...] = ()
+    overhead_ms: float = 0.0
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class ProfileReference:
+    """Per-kernel profile of eager PyTorch over ``calls`` calls (in the driver: trusted code)."""
+
+    code_hash: str
+    calls: int
+
+
+@dataclass(frozen=True)
+class ProfileReport:
+    """Rows ``(name, calls, total_ms)``."""
+
+    rows: tuple[tuple[str, int, float], ...]
+
+
+@dataclass(frozen=True)
+class Quit:
+    """Orchestrator -> driver: exit."""
+
+
+@dataclass(frozen=True)
+class Done:
+    """The driver's answer to ``Quit``."""
+
+
+@dataclass(frozen=True)
+class WorkerFailure:
+    """The driver could not do what was asked (the reference program or the judge failed): a ``JudgeError``."""
+
+    error: str
+    traceback: str = ""
+    fatal: bool = False
+
+
+MESSAGES: dict[str, type] = {cls.__name__: cls for cls in (
+    Calibrate, Load, Call, Shutdown, Hello, Loaded, Reply,
+    Greet, Greeting, Prepare, TaskFacts, Evaluate, EvaluationReport, TimeBaseline, BaselineReport,
+    ProfileReference, ProfileReport, Quit, Done, WorkerFailure)}
+"""Every message type of the judge's processes, by its ``type`` name."""
+
+
+# ---------------------------------------------------------------------- codec
+
+
+def encode(msg: Any) -> bytes:
+    """A message as JSON bytes: ``{"type": <class name>, **fields}``."""
+    if type(msg).__name__ not in MESSAGES:
+        raise ProtocolError(f"{type(msg).__name__} is not a protocol message")
+    data = {"type": type(msg).__name__, **_to_plain(msg)}
+    return json.dumps(data, separators=(",", ":"), allow_nan=True).encode()
+
+
+def decode(raw: bytes | str, expected: tuple[type, ...] | type | None = None) -> Any:
+    """The message in ``raw``; ``ProtocolError`` unless it matches its schema (and ``expected``)."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"not a JSON message: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+        raise ProtocolError("a message must be a JSON object with a string 'type'")
+    name = data.pop("type")
+    cls = MESSAGES.get(name)
+    if cls is None:
+        raise ProtocolError(f"unknown message type {name!r}")
+    if expected is not None:
+        allowed = expected if isinstance(expected, tuple) else (expected,)
+        if cls not in allowed:
+            raise ProtocolError(f"expected {' or '.join(c.__name__ for c in allowed)}, got {name}")
+    return from_plain(cls, data, name)
+
+
+def _to_plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (tuple, list)):
+        return [_to_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): _to_plain(v) for k, v in obj.items()}
+    return obj
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def from_plain(cls: type, data: Any, where: str) -> Any:
+    """Build dataclass ``cls`` from decoded JSON, checking every key and value type."""
+    if not isinstance(data, dict):
+        raise ProtocolError(f"{where}: expected an object for {cls.__name__}, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ProtocolError(f"{where}: unknown key(s) {unknown} for {cls.__name__}")
+    missing = sorted(n for n, f in fields.items() if n not in data and f.default is dataclasses.MISSING
+                     and f.default_factory is dataclasses.MISSING)
+    if missing:
+        raise ProtocolError(f"{where}: missing key(s) {missing} for {cls.__name__}")
+    hints = _hints(cls)
+    values = {k: _check(hints[k], v, f"{where}.{k}") for k, v in data.items()}
+    return cls(**values)
+
+
+def _check(hint: Any, value: Any, where: str) -> Any:
+    origin = get_origin(hint)
+    args = get_args(hint)
+    if hint is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        for option in args:
+            try:
+                return _check(option, value, where)
+            except ProtocolError:
+                continue
+        raise ProtocolError(f"{where}: {value!r:.80} matches none of {hint}")
+    if origin is Literal:
+        if value not in args:
+            raise ProtocolError(f"{where}: {value!r:.80} is not one of {args}")
+        return value
+    if hint is type(None):
+        if value is not None:
+            raise ProtocolError(f"{where}: expected null")
+        return None
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise ProtocolError(f"{where}: expected a list, got {type(value).__name__}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_check(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if len(args) != len(value):
+            raise ProtocolError(f"{where}: expected {len(args)} items, got {len(value)}")
+        return tuple(_check(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ProtocolError(f"{where}: expected an object")
+        return {str(k): _check(args[1], v, f"{where}[{k}]") for k, v in value.items()}
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return from_plain(hint, value, where)
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ProtocolError(f"{where}: expected a number, got {type(value).__name__}")
+        return float(value)
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ProtocolError(f"{where}: expected an integer, got {type(value).__name__}")
+        return value
+    if hint in (str, bool):
+        if type(value) is not hint:
+            raise ProtocolError(f"{where}: expected {hint.__name__}, got {type(value).__name__}")
+        return value
+    if isinstance(hint, typing.ForwardRef) or isinstance(hint, str):  # pragma: no cover - resolved by get_type_hints
+        raise ProtocolError(f"{where}: unresolved type {hint}")
+    raise ProtocolError(f"{where}: unsupported schema type {hint}")
+
+

@@ -1,0 +1,529 @@
+"""How the trusted driver and the candidate server exchange messages and tensor bytes.
+
+- ``Channel``: one ``AF_UNIX`` ``SOCK_SEQPACKET`` socket pair end; one typed message
+  (``cuda_gym.judge.messages``) per packet, file descriptors beside it (``SCM_RIGHTS``), the sender's
+  PID translated by the kernel (``SCM_CREDENTIALS``, so the driver learns the host PID of a server
+  inside a PID namespace). ``recv`` can spin (GPU: microsecond wake-ups) or block (CPU).
+- CPU tensors: the driver's inputs live in a ``memfd`` arena both processes map (``HostArena``); the
+  driver reads the candidate's outputs straight out of the candidate's address space with
+  ``process_vm_readv`` (``RemoteMemory``): no copy is made by the candidate, and nothing it says about
+  its outputs but their addresses is used.
+- GPU tensors: every allocation of both sides' ``torch.cuda.MemPool`` is a VMM segment exportable as a
+  POSIX fd (``vmm_pool.c``, ``DevicePool``); the other side imports and maps the segment (``PeerSegments``). This
+  works across PID namespaces, where legacy CUDA IPC handles do not (probed on an H200:
+  ``benchmarks/results/h200_2026-12-01/ipc_probe.json``).
+"""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import ctypes.util
+import hashlib
+import logging
+import mmap
+import os
+import socket
+import struct
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from cuda_gym.errors import JudgeError
+from cuda_gym.judge.messages import ProtocolError, Segment, TensorRef, Value, decode, encode
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE = 8 * 2**20
+"""Largest message in bytes (output descriptors of thousands of tensors fit easily)."""
+MAX_FDS = 64
+"""Most file descriptors one message may carry."""
+
+SCALAR_KINDS = {bool: "bool", int: "int", float: "float", str: "str", complex: "complex", type(None): "none"}
+
+
+class PeerGone(JudgeError):
+    """The other end closed the channel or sent nothing in time."""
+
+
+# ---------------------------------------------------------------------- channel
+
+
+class Channel:
+    """One end of the driver <-> server socket pair.
+
+    Args:
+        sock: a connected ``AF_UNIX`` ``SOCK_SEQPACKET`` socket.
+        spin: poll without sleeping while waiting (GPU timing: the wake-up of a blocked read costs
+            10-15 us and varies; a spinning read answers in about 1 us).
+    """
+
+    def __init__(self, sock: socket.socket, spin: bool = False) -> None:
+        self.sock = sock
+        self.spin = spin
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self.peer_pid: int | None = None
+
+    @staticmethod
+    def pair() -> tuple[socket.socket, socket.socket]:
+        """A connected socket pair (driver end, server end)."""
+        return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+
+    def send(self, msg: Any, fds: Sequence[int] = (), credentials: bool = False) -> None:
+        """Send one message (with ``fds``; with this process's credentials when ``credentials``)."""
+        data = encode(msg)
+        if len(data) > MAX_MESSAGE:
+            raise ProtocolError(f"message of {len(data)} bytes exceeds {MAX_MESSAGE}")
+        anc = []
+        if fds:
+            anc.append((socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes()))
+        if credentials:
+            anc.append((socket.SOL_SOCKET, socket.SCM_CREDENTIALS, struct.pack("iII", os.getpid(), os.getuid(), os.getgid())))
+        try:
+            self.sock.sendmsg([data], anc)
+        except OSError as exc:
+            raise PeerGone(f"the channel is closed ({exc})") from None
+
+    def recv(self, expected: Any = None, timeout_s: float | None = None,
+             alive: Callable[[], bool] | None = None) -> tuple[Any, list[int]]:
+        """The next message and the file descriptors that came with it.
+
+        Raises ``PeerGone`` when the peer closed the channel, when ``timeout_s`` passed, or when
+        ``alive()`` turns false while waiting; ``ProtocolError`` for a malformed message.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        fd_bytes = socket.CMSG_SPACE(MAX_FDS * 4) + socket.CMSG_SPACE(12)
+        checks = 0
+        while True:
+            try:
+                if self.spin:
+                    data, anc, flags, _ = self.sock.recvmsg(MAX_MESSAGE, fd_bytes, socket.MSG_DONTWAIT)
+                else:
+                    wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))
+                    self.sock.settimeout(wait)
+                    data, anc, flags, _ = self.sock.recvmsg(MAX_MESSAGE, fd_bytes)
+                break
+            except (BlockingIOError, socket.timeout):
+                checks += 1
+                if not self.spin or checks % 4096 == 0:
+                    now = time.monotonic()
+                    if deadline is not None and now >= deadline:
+                        raise PeerGone(f"no answer within {timeout_s:.1f} s") from None
+                    if alive is not None and not alive():
+                        raise PeerGone("the peer process ended") from None
+            except OSError as exc:
+                raise PeerGone(f"the channel failed ({exc})") from None
+        if not data:
+            raise PeerGone("the peer closed the channel")
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            raise ProtocolError("a message or its file descriptors were truncated")
+        fds: list[int] = []
+        for level, kind, payload in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.extend(array.array("i", payload[: len(payload) - len(payload) % 4]))
+            elif level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= 12:
+                self.peer_pid = struct.unpack("iII", payload[:12])[0]
+        return decode(data, expected), fds
+
+    def close(self) -> None:
+        """Close the socket."""
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+# ---------------------------------------------------------------------- values
+
+
+def dtype_of(name: str) -> torch.dtype:
+    """The torch dtype named ``name`` (``float32``); ``ProtocolError`` for anything else."""
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise ProtocolError(f"unknown dtype {name!r}")
+    return dt
+
+
+def to_value(obj: Any, tensor_ref: Callable[[torch.Tensor], TensorRef]) -> Value:
+    """Describe an input or output structure; ``tensor_ref`` places each tensor's bytes."""
+    if isinstance(obj, torch.Tensor):
+        return Value("tensor", tensor=tensor_ref(obj))
+    if type(obj) in (tuple, list):
+        return Value(type(obj).__name__, items=tuple(to_value(v, tensor_ref) for v in obj))
+    if type(obj) is dict:
+        return Value("dict", keys=tuple(str(k) for k in obj), items=tuple(to_value(v, tensor_ref) for v in obj.values()))
+    kind = SCALAR_KINDS.get(type(obj))
+    if kind is None:
+        raise ProtocolError(f"cannot pass an object of type {type(obj).__name__} (tensors, tuples, lists, dicts and scalars only)")
+    if kind == "complex":
+        return Value(kind, scalar=[obj.real, obj.imag])
+    return Value(kind, scalar=obj)
+
+
+def from_value(value: Value, tensor: Callable[[TensorRef], torch.Tensor]) -> Any:
+    """Rebuild a structure from its description; ``tensor`` maps each ``TensorRef`` to a tensor."""
+    kind = value.kind
+    if kind == "tensor":
+        if value.tensor is None:
+            raise ProtocolError("a tensor value without its reference")
+        return tensor(value.tensor)
+    if kind in ("tuple", "list"):
+        items = [from_value(v, tensor) for v in value.items]
+        return tuple(items) if kind == "tuple" else items
+    if kind == "dict":
+        if len(value.keys) != len(value.items):
+            raise ProtocolError("a dict value whose keys and items differ in number")
+        return {k: from_value(v, tensor) for k, v in zip(value.keys, value.items)}
+    if kind == "none":
+        return None
+    if kind == "complex":
+        re_im = value.scalar
+        if not (isinstance(re_im, list) and len(re_im) == 2):
+            raise ProtocolError("a complex value must be [re, im]")
+        return complex(float(re_im[0]), float(re_im[1]))
+    expect = {"bool": bool, "int": int, "float": (int, float), "str": str}.get(kind)
+    if expect is None or not isinstance(value.scalar, expect) or (kind != "bool" and isinstance(value.scalar, bool)):
+        raise ProtocolError(f"a {kind!r} value holding {type(value.scalar).__name__}")
+    return float(value.scalar) if kind == "float" else value.scalar
+
+
+def tensor_leaves(value: Value) -> list[TensorRef]:
+    """Every tensor reference of a structure, in order."""
+    if value.kind == "tensor" and value.tensor is not None:
+        return [value.tensor]
+    return [t for v in value.items for t in tensor_leaves(v)]
+
+
+def span_bytes(ref: TensorRef) -> tuple[int, int]:
+    """``(first byte, bytes)`` of the memory a strided view touches, relative to its ``base``."""
+    size = dtype_of(ref.dtype).itemsize
+    if any(s < 0 for s in ref.strides) or len(ref.shape) != len(ref.strides) or ref.offset < 0:
+        raise ProtocolError("tensor references need non-negative strides and offset, one stride per dimension")
+    if any(d == 0 for d in ref.shape):
+        return ref.offset * size, 0
+    last = ref.offset + sum((d - 1) * s for d, s in zip(ref.shape, ref.strides))
+    return ref.offset * size, (last - ref.offset + 1) * size
+
+
+def view(flat: torch.Tensor, ref: TensorRef) -> torch.Tensor:
+    """The tensor ``ref`` describes, as a view of the byte tensor ``flat`` (which starts at ``base``)."""
+    dt = dtype_of(ref.dtype)
+    start, nbytes = span_bytes(ref)
+    if start + nbytes > flat.numel():
+        raise ProtocolError(f"a tensor reference reaches {start + nbytes} bytes past its base, beyond the {flat.numel()} shared")
+    if nbytes == 0:
+        return torch.empty(ref.shape, dtype=dt, device=flat.device)
+    if start % dt.itemsize:
+        raise ProtocolError("a tensor reference is not aligned to its element size")
+    typed = flat[: (flat.numel() // dt.itemsize) * dt.itemsize].view(dt)
+    # as_strided's offset counts from the start of the storage, not of the view
+    return typed.as_strided(ref.shape, ref.strides, typed.storage_offset() + ref.offset)
+
+
+# ---------------------------------------------------------------------- CPU: arena and remote reads
+
+
+class HostArena:
+    """A ``memfd`` region both processes map: the driver writes each call's inputs into it.
+
+    ``alloc`` hands out aligned byte ranges (``reset`` before each call); ``flat`` is the whole region
+    as a ``uint8`` tensor; ``ref_of`` describes a tensor placed in it.
+    """
+
+    ALIGN = 256
+
+    def __init__(self, size: int, fd: int | None = None) -> None:
+        self.size = max(int(size), mmap.PAGESIZE)
+        if fd is None:
+            fd = os.memfd_create("cuda_gym_inputs", os.MFD_CLOEXEC)
+            os.ftruncate(fd, self.size)
+        self.fd = fd
+        self.map = mmap.mmap(fd, self.size)
+        self.flat = torch.frombuffer(self.map, dtype=torch.uint8)
+        self.top = 0
+
+    def reset(self) -> None:
+        """Start placing inputs from the beginning again."""
+        self.top = 0
+
+    def place(self, t: torch.Tensor) -> tuple[torch.Tensor, TensorRef]:
+        """Copy ``t`` (contiguous) into the arena; the arena view and its reference."""
+        src = t.detach().contiguous()
+        nbytes = src.numel() * src.element_size()
+        start = -(-self.top // self.ALIGN) * self.ALIGN
+        if start + nbytes > self.size:
+            raise JudgeError(f"the input arena of {self.size} bytes is too small for {start + nbytes}: a bug in its sizing")
+        self.top = start + nbytes
+        ref = TensorRef(dtype=str(src.dtype).replace("torch.", ""), shape=tuple(src.shape), strides=tuple(src.stride()),
+                        offset=0, segment=0, base=start)
+        dst = view(self.flat[start:], ref)
+        dst.copy_(src)
+        return dst, ref
+
+    def tensor(self, ref: TensorRef) -> torch.Tensor:
+        """The arena tensor ``ref`` describes."""
+        if ref.segment != 0 or ref.base < 0 or ref.base > self.size:
+            raise ProtocolError("an input reference outside the arena")
+        return view(self.flat[ref.base:], ref)
+
+    def close(self) -> None:
+        """Unmap (the fd stays with its owner)."""
+        try:
+            del self.flat
+            self.map.close()
+        except (BufferError, ValueError):  # pragma: no cover - a view still alive
+            pass
+
+
+class _IOVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+_LIBC: Any = None
+
+
+def _libc() -> Any:
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        _LIBC.process_vm_readv.restype = ctypes.c_ssize_t
+    return _LIBC
+
+
+class RemoteMemory:
+    """Reads bytes out of another process's address space (``process_vm_readv``), without its help."""
+
+    IOV_MAX = 1024
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def read(self, address: int, nbytes: int) -> bytearray:
+        """``nbytes`` bytes at ``address`` of the process; ``OSError`` when they cannot be read."""
+        out = bytearray(nbytes)
+        if nbytes == 0:
+            return out
+        buf = (ctypes.c_char * nbytes).from_buffer(out)
+        done = 0
+        while done < nbytes:
+            chunk = min(nbytes - done, 1 << 30)
+            local = _IOVec(ctypes.addressof(buf) + done, chunk)
+            remote = _IOVec(address + done, chunk)
+            n = _libc().process_vm_readv(self.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+            if n <= 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"process_vm_readv of {chunk} bytes at {address + done:#x}: {os.strerror(err)}")
+            done += n
+        return out
+
+    def read_tensor(self, ref: TensorRef) -> torch.Tensor:
+        """A copy (on the CPU) of the tensor ``ref`` describes, read from the process."""
+        start, nbytes = span_bytes(ref)
+        raw = self.read(ref.base + start, nbytes)
+        flat = torch.frombuffer(raw, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+        shifted = TensorRef(ref.dtype, ref.shape, ref.strides, 0, ref.segment, 0)
+        return view(flat, shifted).clone() if nbytes else torch.empty(ref.shape, dtype=dtype_of(ref.dtype))
+
+    def gather(self, ref: TensorRef, positions: Sequence[int]) -> torch.Tensor:
+        """The elements at flat ``positions`` (row-major over ``shape``) of the tensor ``ref`` describes."""
+        dt = dtype_of(ref.dtype)
+        size = dt.itemsize
+        out = bytearray(size * len(positions))
+        buf = (ctypes.c_char * len(out)).from_buffer(out)
+        addrs = [ref.base + size * element_offset(ref, p) for p in positions]
+        for lo in range(0, len(addrs), self.IOV_MAX):
+            part = addrs[lo: lo + self.IOV_MAX]
+            local = (_IOVec * len(part))(*[_IOVec(ctypes.addressof(buf) + size * (lo + i), size) for i in range(len(part))])
+            remote = (_IOVec * len(part))(*[_IOVec(a, size) for a in part])
+            n = _libc().process_vm_readv(self.pid, local, len(part), remote, len(part), 0)
+            if n != size * len(part):
+                err = ctypes.get_errno()
+                raise OSError(err, f"process_vm_readv of sampled elements: {os.strerror(err)}")
+        return torch.frombuffer(out, dtype=dt).clone() if positions else torch.empty(0, dtype=dt)
+
+
+def element_offset(ref: TensorRef, flat_index: int) -> int:
+    """The element offset (from ``base``) of row-major element ``flat_index`` of the view ``ref``."""
+    off = ref.offset
+    for dim in range(len(ref.shape) - 1, -1, -1):
+        flat_index, i = divmod(flat_index, ref.shape[dim])
+        off += i * ref.strides[dim]
+    return off
+
+
+# ---------------------------------------------------------------------- GPU: VMM segments
+
+
+_SHIM_SOURCE = Path(__file__).with_name("vmm_pool.c")
+
+
+def vmm_pool_library(cache_root: Path) -> Path:
+    """The compiled ``vmm_pool.c`` (built once per source hash with the host C compiler, atomically)."""
+    source = _SHIM_SOURCE.read_bytes()
+    digest = hashlib.sha256(source).hexdigest()[:16]
+    target = cache_root / "judge" / "vmm_pool" / f"vmm_pool_{digest}.so"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    cc = os.environ.get("CC") or "cc"
+    proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", str(_SHIM_SOURCE), "-o", str(tmp), "-ldl", "-lpthread"],
+                          capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise JudgeError(f"cannot build the judge's GPU memory shim with {cc}: {proc.stderr[-1000:]}; install a C compiler")
+    os.replace(tmp, target)
+    os.chmod(target, 0o755)
+    return target
+
+
+class _Loc(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+class _Access(ctypes.Structure):
+    _fields_ = [("location", _Loc), ("flags", ctypes.c_int)]
+
+
+class _CudaArray:
+    """An object with ``__cuda_array_interface__`` over raw device bytes (``torch.as_tensor`` wraps it)."""
+
+    def __init__(self, ptr: int, nbytes: int) -> None:
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3,
+                                         "strides": None}
+
+
+class DevicePool:
+    """This process's exportable GPU memory: a ``torch.cuda.MemPool`` whose every segment is a VMM
+    allocation that can be handed to another process as a POSIX fd.
+
+    Args:
+        library: the compiled ``vmm_pool.c``.
+        device: ``cuda:N``.
+    """
+
+    def __init__(self, library: Path, device: str) -> None:
+        self.device = torch.device(device)
+        self.lib = ctypes.CDLL(str(library))
+        self.lib.cg_lookup.restype = ctypes.c_int
+        self.lib.cg_lookup.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64)]
+        self.lib.cg_export.restype = ctypes.c_int
+        self.lib.cg_export.argtypes = [ctypes.c_int]
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(str(library), "cg_alloc", "cg_free")
+        self.pool = torch.cuda.MemPool(allocator.allocator())
+
+    def use(self) -> Any:
+        """A context manager routing this thread's CUDA allocations to the exportable pool."""
+        return torch.cuda.use_mem_pool(self.pool, self.device)
+
+    def ref_of(self, t: torch.Tensor, sent: set[int]) -> tuple[TensorRef, Segment | None, int]:
+        """Describe a pool tensor: its reference, and the segment and fd to send unless it is in ``sent``
+        (the segments this peer already has; the segment's id is added to it).
+
+        Raises ``LookupError`` when the tensor's memory is not in the pool.
+        """
+        nbytes = t.untyped_storage().nbytes()
+        base = ctypes.c_uint64()
+        size = ctypes.c_uint64()
+        start = t.untyped_storage().data_ptr()
+        seg = self.lib.cg_lookup(start, max(nbytes, 1), ctypes.byref(base), ctypes.byref(size))
+        if seg < 0:
+            raise LookupError("not in the shared pool")
+        ref = TensorRef(dtype=str(t.dtype).replace("torch.", ""), shape=tuple(t.shape), strides=tuple(t.stride()),
+                        offset=t.storage_offset(), segment=seg, base=start - base.value)
+        if seg in sent:
+            return ref, None, -1
+        fd = self.lib.cg_export(seg)
+        if fd < 0:
+            raise JudgeError("cannot export a shared GPU segment (cuMemExportToShareableHandle failed)")
+        sent.add(seg)
+        return ref, Segment(seg, size.value), fd
+
+
+class PeerSegments:
+    """The other process's GPU segments, imported from their fds and mapped here (one per peer)."""
+
+    def __init__(self, device: str) -> None:
+        self.device = torch.device(device)
+        self.index = self.device.index or 0
+        self.mapped: dict[int, torch.Tensor] = {}
+        self._maps: list[tuple[int, int, int, _CudaArray]] = []  # (ptr, size, handle, holder)
+        self.cu = _libcuda()
+
+    def attach(self, segments: Sequence[Segment], fds: Sequence[int]) -> None:
+        """Import and map the peer's new segments (one fd each, in order); the fds are closed."""
+        if len(segments) != len(fds):
+            for fd in fds:
+                os.close(fd)
+            raise ProtocolError(f"{len(segments)} segments announced with {len(fds)} file descriptors")
+        for seg, fd in zip(segments, fds):
+            try:
+                if seg.id in self.mapped or seg.size <= 0 or seg.size > 1 << 40:
+                    raise ProtocolError(f"segment {seg.id} announced twice or with a bad size")
+                self.mapped[seg.id] = self._map(fd, seg.size)
+            finally:
+                os.close(fd)
+
+    def _map(self, fd: int, size: int) -> torch.Tensor:
+        cu = self.cu
+        handle = ctypes.c_uint64()
+        _cu_check(cu.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd), 1), "cuMemImportFromShareableHandle")
+        ptr = ctypes.c_uint64()
+        _cu_check(cu.cuMemAddressReserve(ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(0), ctypes.c_uint64(0),
+                                         ctypes.c_uint64(0)), "cuMemAddressReserve")
+        _cu_check(cu.cuMemMap(ptr, ctypes.c_size_t(size), ctypes.c_size_t(0), handle, ctypes.c_uint64(0)), "cuMemMap")
+        acc = _Access(_Loc(1, self.index), 3)
+        _cu_check(cu.cuMemSetAccess(ptr, ctypes.c_size_t(size), ctypes.byref(acc), ctypes.c_size_t(1)), "cuMemSetAccess")
+        holder = _CudaArray(ptr.value, size)
+        self._maps.append((ptr.value, size, handle.value, holder))
+        return torch.as_tensor(holder, device=self.device)
+
+    def tensor(self, ref: TensorRef) -> torch.Tensor:
+        """The peer's tensor ``ref`` describes, as a view of its mapped segment."""
+        flat = self.mapped.get(ref.segment)
+        if flat is None:
+            raise ProtocolError(f"a tensor in segment {ref.segment}, which was never shared")
+        if not 0 <= ref.base <= flat.numel():
+            raise ProtocolError("a tensor reference outside its segment")
+        return view(flat[ref.base:], ref)
+
+    def close(self) -> None:
+        """Unmap every imported segment (after synchronizing: no work of ours may still read them)."""
+        if not self._maps:
+            return
+        torch.cuda.synchronize(self.device)
+        self.mapped.clear()
+        cu = self.cu
+        for ptr, size, handle, _ in self._maps:
+            cu.cuMemUnmap(ctypes.c_uint64(ptr), ctypes.c_size_t(size))
+            cu.cuMemAddressFree(ctypes.c_uint64(ptr), ctypes.c_size_t(size))
+            cu.cuMemRelease(ctypes.c_uint64(handle))
+        self._maps.clear()
+
+
+_CU: Any = None
+
+
+def _libcuda() -> Any:
+    global _CU
+    if _CU is None:
+        _CU = ctypes.CDLL("libcuda.so.1")
+    return _CU
+
+
+def _cu_check(result: int, what: str) -> None:
+    if result != 0:
+        raise JudgeError(f"{what} failed (CUresult {result}): GPU memory cannot be shared between the judge's processes")
+
+
+def reset_persisting_l2() -> None:
+    """Return persisting L2 lines to normal and set the persisting carve-out to 0 (no-op without a GPU)."""
+    try:
+        cu = _libcuda()
+    except OSError:
+        return
+    cu.cuCtxSetLimit(ctypes.c_int(0x06), ctypes.c_size_t(0))  # CU_LIMIT_PERSISTING_L2_CACHE_SIZE
+    cu.cuCtxResetPersistingL2Cache()
