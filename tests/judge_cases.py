@@ -72,6 +72,10 @@ THREAD = cpu_solution(
     "        return ext.fused_bias_gelu(x, self.bias, 1.0)",
     prelude="import time\n",
 )
+FORK = cpu_solution(
+    "        import os, time\n        if os.fork() == 0:\n            time.sleep(30)\n            os._exit(0)\n"
+    "        return ext.fused_bias_gelu(x, self.bias, 1.0)",
+)
 NO_MODEL = CPU_EXTENSION + "\nclass Something:\n    pass\n"
 SYNTAX_ERROR = "import torch\nclass ModelNew(torch.nn.Module:\n    pass\n"
 

@@ -31,9 +31,10 @@ def test_honest_cuda_solution_passes_with_event_timing_and_cached_baselines(judg
     res = judge.evaluate(task, solution=cases.CUDA_OK, mode="full")
     assert res.passed, res.to_json()
     assert res.candidate is not None and res.candidate.trials == 20
-    assert res.candidate.host_median_ms >= res.candidate.median_ms - 0.05
+    assert res.candidate.host_median_ms >= res.candidate.median_ms  # raw round trip, before the overhead
+    assert 0 < res.candidate.overhead_ms < 1.0
     assert res.eager is not None and res.compile is not None
-    assert sum(t.timed for t in res.trials) == 3
+    assert sum(t.timed for t in res.trials) == 20  # every timed call is checked
     assert res.fingerprint["gpu"] and res.fingerprint["driver"]
     again = judge.evaluate(task, solution=cases.CUDA_OK, mode="full")
     assert again.passed and again.eager.source == "cache" and again.compile.source == "cache"
@@ -52,11 +53,14 @@ def test_illegal_address_is_an_error_and_the_judge_recovers(judge: Judge, task) 
 
 
 def test_hang_on_gpu_is_killed(tmp_path: Path, task) -> None:
-    cfg = JudgeConfig(device="cuda:0", timeout_s=40, single_file_build_s=0, timing_budget_s=0, cache_judgements=False,
-                      cache_dir=tmp_path / "cache")
+    import time
+
+    cfg = JudgeConfig(device="cuda:0", call_timeout_s=5, cache_judgements=False, cache_dir=tmp_path / "cache")
     with Judge(cfg) as j:
+        start = time.monotonic()
         res = j.evaluate(task, solution=cases.HANG, mode="verify")
         assert "killed" in res.error and not res.correct
+        assert time.monotonic() - start < 90  # a verdict within about a minute
         ok = j.evaluate(task, solution=cases.TORCH_FALLBACK, mode="verify")
         assert ok.correct and any(v.rule == "torch-compute" for v in ok.violations)
 
@@ -68,31 +72,21 @@ def test_profile_mode_lists_cuda_kernels(judge: Judge, task) -> None:
     assert res.reference_profile
 
 
-@pytest.mark.parametrize("side_stream", [False, True], ids=["current_stream", "side_stream"])
-def test_timed_call_counts_gpu_work_on_any_stream_but_not_the_host_round_trip(side_stream: bool) -> None:
-    """The device time of ``timed_call`` covers work left running on another stream after the call returned
-    (so a side stream cannot hide work from the timer), while the calibrated idle host round trip is small."""
-    import torch
+SIDE_STREAM = cases.CUDA_OK.replace(
+    "        return ext.fused_bias_gelu(",
+    "        side = torch.cuda.Stream()\n"
+    "        side.wait_stream(torch.cuda.current_stream())\n"
+    "        with torch.cuda.stream(side):\n"
+    "            torch.cuda._sleep(40_000_000)\n"
+    "        return ext.fused_bias_gelu(",
+)
 
-    from cuda_gym.judge import harness
 
-    device = "cuda:0"
-    harness.warm_device(device)
-    idle = harness.idle_tail_ms(device)
-    assert 0.0 <= idle < 1.0
-    side = torch.cuda.Stream()
-    x = torch.ones(4, device=device)
-
-    def model(t):
-        if side_stream:
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                torch.cuda._sleep(40_000_000)  # 20 ms at 1.98 GHz, longer at lower clocks
-            return t
-        torch.cuda._sleep(40_000_000)
-        return t
-
-    times = [harness.timed_call(model, [x], device, idle)[1] for _ in range(3)]
-    for t in times:
-        assert t.event_ms >= 15.0, t
-        assert t.host_ms >= t.event_ms - 0.05, t
+def test_trusted_clock_counts_work_left_on_a_side_stream(tmp_path: Path, task) -> None:
+    """A 20 ms spin left running on an unjoined side stream is inside the call's trusted time."""
+    assert SIDE_STREAM != cases.CUDA_OK
+    cfg = JudgeConfig(device="cuda:0", timed_calls=5, warmup=1, cache_judgements=False, static_rules=False,
+                      cache_dir=tmp_path / "cache")
+    with Judge(cfg) as j:
+        res = j.evaluate(task, solution=SIDE_STREAM, mode="full")
+    assert res.candidate is not None and res.candidate.median_ms >= 15.0, res.to_json()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -107,14 +108,14 @@ def task():
 @pytest.fixture(scope="module")
 def judge_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("judge_cpu")
-    # The extensions folder is the default one under cache_dir, so the CLI test reuses the same build.
-    return {"cache_dir": root / "cache", "torch_extensions_dir": root / "cache" / "judge" / "torch_extensions",
-            "work_dir": root / "jobs"}
+    return {"cache_dir": root / "cache", "work_dir": root / "jobs"}
 
 
 @pytest.fixture(scope="module")
 def judge(judge_env: dict[str, Path]):
-    cfg = JudgeConfig(device="cpu", timed_calls=5, warmup=2, checked_timed_calls=2, cache_judgements=False, **judge_env)
+    # noise_iqr=0: a loaded CI machine's spread must not keep the baselines out of the cache here
+    # (test_noisy_baselines_are_not_cached checks that rule on its own).
+    cfg = JudgeConfig(device="cpu", timed_calls=5, warmup=2, cache_judgements=False, noise_iqr=0, **judge_env)
     with Judge(cfg) as j:
         yield j
 
@@ -130,8 +131,8 @@ def test_honest_single_file_passes_with_timings_and_cached_baselines(judge: Judg
     assert res.compiled, res.compile_log
     assert res.error == "", res.error
     assert res.correct and res.violations == [], res.violations
-    assert len(res.trials) == 5 + 2 and sum(t.timed for t in res.trials) == 2
-    assert len({t.seed for t in res.trials}) == 7  # fresh inputs per check
+    assert len(res.trials) == 5 + 5 and sum(t.timed for t in res.trials) == 5  # every timed call is checked
+    assert len({t.seed for t in res.trials}) == 10  # fresh inputs per call
     assert res.candidate is not None and res.candidate.trials == 5 and res.candidate.median_ms > 0
     assert res.eager is not None and res.eager.median_ms > 0
     assert res.compile is not None and res.compile.median_ms > 0, res.fingerprint
@@ -139,7 +140,9 @@ def test_honest_single_file_passes_with_timings_and_cached_baselines(judge: Judg
     assert 0 < res.timed_seconds < res.seconds
     assert res.fingerprint["device"] == "cpu" and res.fingerprint["torch"] == torch.__version__
     info = res.to_info()
-    assert info["passed"] and info["trials_passed"] == 7
+    assert info["passed"] and info["trials_passed"] == 10
+    # trusted times: the round trip minus the overhead calibrated before the submission loaded
+    assert res.candidate.overhead_ms > 0 and res.candidate.host_median_ms >= res.candidate.median_ms
     assert JudgeResult.from_dict(json.loads(res.to_json())).to_info()["candidate_ms"] == pytest.approx(info["candidate_ms"])
     # The second evaluation takes both baselines from the on-disk cache.
     again = judge.evaluate(task, solution=cases.HONEST, mode="full")
@@ -147,6 +150,17 @@ def test_honest_single_file_passes_with_timings_and_cached_baselines(judge: Judg
     assert again.eager is not None and again.eager.source == "cache"
     assert again.compile is not None and again.compile.source == "cache"
     assert again.eager.median_ms == res.eager.median_ms
+
+
+def test_noisy_baselines_are_not_cached_and_the_verdict_says_so(judge_env: dict[str, Path], task, tmp_path: Path) -> None:
+    """With a spread limit no real timing meets, every baseline is noisy: measured twice, never cached."""
+    cfg = JudgeConfig(device="cpu", timed_calls=5, warmup=1, cache_judgements=True, compile_baseline=False,
+                      noise_iqr=1e-12, cache_dir=tmp_path / "cache", work_dir=judge_env["work_dir"])
+    with Judge(cfg) as j:
+        res = j.evaluate(task, solution=cases.HONEST, mode="full")
+        assert res.passed and "noisy measurement" in res.noise, res.noise
+        assert not any((tmp_path / "cache" / "baselines").rglob("*.json"))  # nothing cached
+        assert not any((tmp_path / "cache" / "judgements").rglob("*.json"))  # nor the verdict
 
 
 def test_wrong_output_fails_a_trial(judge: Judge, task) -> None:
@@ -170,19 +184,19 @@ def test_exception_crash_and_next_evaluation(judge: Judge, task) -> None:
     assert "RuntimeError: boom in forward" in res.error and "correctness" in res.error
     assert "solution.py" in res.error  # the candidate's frame is shown
     crash = judge.evaluate(task, solution=cases.CRASH, mode="full")
-    assert not crash.correct and "died without a report" in crash.error
+    assert not crash.correct and "server process died" in crash.error, crash.error
     assert milestone_reward(crash) == -1
     ok = judge.evaluate(task, solution=cases.HONEST, mode="verify")
     assert ok.passed, (ok.error, ok.violations)
 
 
 def test_hang_is_killed_at_the_wall_limit(judge_env: dict[str, Path], task) -> None:
-    cfg = JudgeConfig(device="cpu", timeout_s=20, single_file_build_s=0, timing_budget_s=0, cache_judgements=False, **judge_env)
+    cfg = JudgeConfig(device="cpu", call_timeout_s=1, cache_judgements=False, **judge_env)
     with Judge(cfg) as j:
         start = time.monotonic()
         res = j.evaluate(task, solution=cases.HANG, mode="verify")
         assert time.monotonic() - start < 60
-        assert not res.correct and "killed" in res.error and "wall" in res.error
+        assert not res.correct and "killed" in res.error and "time bound" in res.error, res.error
         assert "correctness" in res.error  # the stage it hung in
         # The same judge works next: a PyTorch-only ModelNew is correct but breaks the no-fallback rule.
         ok = j.evaluate(task, solution=cases.TORCH_FALLBACK, mode="verify")
@@ -201,8 +215,20 @@ def test_input_mutation_and_python_threads_are_violations(judge: Judge, task) ->
     res = judge.evaluate(task, solution=cases.MUTATES, mode="verify")
     assert any(v.rule == "input-mutation" and "input 0" in v.message for v in res.violations), res.violations
     assert milestone_reward(res) == -1
-    res = judge.evaluate(task, solution=cases.THREAD, mode="verify")
-    assert any(v.rule == "thread" and "Python thread" in v.message for v in res.violations), res.violations
+    # The static rules flag the threading import; with them off, the runtime sees the threads.
+    cfg = dataclasses.replace(judge.config, static_rules=False)
+    with Judge(cfg) as j:
+        res = j.evaluate(task, solution=cases.THREAD, mode="verify")
+    assert any(v.rule == "thread" and "thread" in v.message for v in res.violations), res.violations
+
+
+def test_forked_helpers_are_counted_by_the_driver(judge_env: dict[str, Path], task) -> None:
+    """A forward that forks: the driver sees the server's child processes in /proc (static rules off)."""
+    cfg = JudgeConfig(device="cpu", cache_judgements=False, static_rules=False, **judge_env)
+    with Judge(cfg) as j:
+        res = j.evaluate(task, solution=cases.FORK, mode="verify")
+    assert res.correct and any(v.rule == "process" for v in res.violations), res.to_json()
+    assert milestone_reward(res) == -1
 
 
 def test_profile_mode_returns_kernel_tables(judge: Judge, task) -> None:
@@ -307,27 +333,6 @@ def test_cli_baselines_measure_is_resumable(judge_env: dict[str, Path], monkeypa
     assert "measured 2, already cached 0" in capsys.readouterr().out
     assert main(args) == 0
     assert "measured 0, already cached 2" in capsys.readouterr().out
-
-
-def test_warmup_lasts_at_least_warmup_s_then_times_every_seed() -> None:
-    from cuda_gym.judge.harness import run_timing
-
-    seen: list[float] = []
-
-    def model(x: torch.Tensor) -> torch.Tensor:
-        seen.append(float(x[0]))
-        time.sleep(0.01)
-        return x * 2
-
-    t0 = time.perf_counter()
-    times = run_timing(model, lambda: [torch.randn(4)], "cpu", [1, 2], [3, 4, 5], warmup_s=0.3)
-    assert time.perf_counter() - t0 >= 0.3
-    assert len(times) == 3 and all(t.event_ms >= 10.0 for t in times)
-    warm = seen[:-3]
-    assert len(warm) >= 15 and len(set(warm)) == 2  # two seeds, the last repeated until 0.3 s passed
-    seen.clear()
-    run_timing(model, lambda: [torch.randn(4)], "cpu", [1, 2], [3], warmup_s=0.0)
-    assert len(seen) == 3  # without a duration: one call per warm-up seed
 
 
 def test_sample_large_keeps_shape_and_draws_the_same_positions_for_the_same_seed() -> None:

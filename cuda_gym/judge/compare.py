@@ -27,7 +27,13 @@ class Comparison:
 _SCALARS = (bool, int, float, complex, str, type(None))
 
 
-def compare_outputs(ref: Any, cand: Any, tolerances: Tolerances) -> Comparison:
+SPREAD_TOL = 0.05
+"""Default of ``JudgeConfig.spread_tol``: the largest allowed error relative to the reference's own spread."""
+SPREAD_MIN_ELEMENTS = 16
+"""Float tensors with fewer elements skip the spread check (too few values to have a spread)."""
+
+
+def compare_outputs(ref: Any, cand: Any, tolerances: Tolerances, spread_tol: float = SPREAD_TOL) -> Comparison:
     """Compare a candidate output with the reference, recursively.
 
     Structure must match exactly (``type(cand) is type(ref)`` for containers and leaves, the same dict
@@ -35,6 +41,13 @@ def compare_outputs(ref: Any, cand: Any, tolerances: Tolerances) -> Comparison:
     device. Float tensors pass when, wherever the reference is finite, the candidate is finite and
     ``|c - r| <= atol + rtol * |r|``; wherever the reference is NaN or +-inf the candidate must hold the
     same value (so NaN never passes for a finite reference). Integer and bool tensors must be equal.
+
+    Scale-aware check (``spread_tol`` > 0): a float output of at least ``SPREAD_MIN_ELEMENTS`` finite
+    elements must also have ``||c - r|| <= spread_tol * ||r - mean(r)||`` (root-mean-square error
+    against the reference's own spread). Where the tolerance dwarfs the outputs (KernelBench L1
+    ``23_Softmax``: values near 2.5e-6 against atol 1e-2), zeros and constants pass the elementwise
+    test but fail this one: their error is the whole spread. An honest kernel's rounding error is a
+    tiny fraction of it. A reference without spread (a constant) skips it.
     """
     worst = Comparison(True)
     problem = _structure(ref, cand, "out")
@@ -42,6 +55,8 @@ def compare_outputs(ref: Any, cand: Any, tolerances: Tolerances) -> Comparison:
         return Comparison(False, math.inf, math.inf, problem)
     for (path, r), (_, c) in zip(iter_leaves(ref), iter_leaves(cand)):
         res = _compare_leaf(r, c, path, tolerances)
+        if res.passed and spread_tol > 0 and isinstance(r, torch.Tensor):
+            res = _spread_check(r, c, path, spread_tol, res)
         worst.max_abs_error = max(worst.max_abs_error, res.max_abs_error)
         worst.max_rel_error = max(worst.max_rel_error, res.max_rel_error)
         if not res.passed:
@@ -136,6 +151,27 @@ def _compare_tensor(r: torch.Tensor, c: torch.Tensor, path: str, tolerances: Tol
             f"got {float(cw.flatten()[idx]):.6g})",
         )
     return Comparison(True, max_abs, max_rel)
+
+
+def _spread_check(r: torch.Tensor, c: torch.Tensor, path: str, spread_tol: float, res: Comparison) -> Comparison:
+    if not r.is_floating_point() or r.numel() < SPREAD_MIN_ELEMENTS:
+        return res
+    wide = torch.float64 if r.dtype == torch.float64 else torch.float32
+    rw, cw = r.to(wide).reshape(-1), c.to(wide).reshape(-1)
+    finite = torch.isfinite(rw)
+    rw, cw = rw[finite], cw[finite]
+    if rw.numel() < SPREAD_MIN_ELEMENTS:
+        return res
+    spread = float(torch.linalg.vector_norm(rw - rw.mean()))
+    if spread == 0.0:
+        return res
+    err = float(torch.linalg.vector_norm(cw - rw))
+    if err <= spread_tol * spread:
+        return res
+    return Comparison(False, res.max_abs_error, res.max_rel_error,
+                      f"{path}: the error is {err / spread:.3g} of the reference output's own spread (at most {spread_tol:g} "
+                      "allowed): the output does not follow the reference (zeros or a constant pass the elementwise "
+                      "tolerance here because the outputs are tiny against it)")
 
 
 def constant_would_pass(refs: Sequence[Any], tolerances: Tolerances) -> str:

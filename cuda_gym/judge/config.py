@@ -17,9 +17,9 @@ SAMPLE_THRESHOLD_BYTES = 64 * 2**20
 """Default of ``JudgeConfig.sample_threshold_bytes``: output tensors larger than this are compared on a
 random sample of elements (see ``cuda_gym.judge.harness.sample_large``)."""
 
-TIMING_METHOD = "gpu-lead+stream-end/1"
-"""Version of the timing method (``harness.timed_call``): baseline cache entries and cached judgements
-measured with another method are measured again."""
+TIMING_METHOD = "trusted-roundtrip/1"
+"""Version of the timing method (the driver's round trip, ``cuda_gym.judge.driver``): baseline cache
+entries and cached judgements measured with another method are measured again."""
 
 PEAKS: dict[str, dict[str, float]] = {
     # Dense peaks used by the speed-of-light floor. Tensor-core peaks are used for every float dtype so
@@ -69,14 +69,25 @@ class JudgeConfig:
     profile_calls: int = 3
     """Calls run under ``torch.profiler`` in ``profile`` mode (after timing, never timed)."""
 
+    spread_tol: float = 0.05
+    """Scale-aware check: a float output's RMS error may be at most this share of the reference
+    output's own spread (``compare.compare_outputs``); zeros or constants fail it where the elementwise
+    tolerance dwarfs the outputs. 0 disables it."""
+
+    noise_iqr: float = 0.5
+    """A timing whose interquartile range exceeds this share of its median is noisy: a noisy baseline is
+    measured once more and, if still noisy, not cached; a verdict resting on a noisy timing says so in
+    ``JudgeResult.noise`` and is not cached. 0 disables the check."""
+
+    call_timeout_s: float = 10.0
+    """Time bound of one call on top of 100x the reference's own call time (a program's first call gets
+    20 s more): a hanging kernel ends in a verdict within about a minute."""
+
     timeout_s: float = 120.0
-    """Wall-time limit of one candidate run for loading, init and correctness checks."""
+    """Wall-time limit for starting the candidate server and loading the submission (import, init)."""
 
     timing_budget_s: float = 120.0
     """Extra wall time granted to the candidate run when it is timed (``profile``/``full``)."""
-
-    single_file_build_s: float = 600.0
-    """Extra wall time for a single-file submission, which compiles ``load_inline`` code in the run."""
 
     reference_timeout_s: float = 900.0
     """Limit of one request to the reference worker (includes ``torch.compile`` of the baseline)."""
@@ -104,6 +115,17 @@ class JudgeConfig:
     init_seed: int = 42
     """Seed under which both ``Model`` and ``ModelNew`` are constructed."""
 
+    held_out_shapes: bool = False
+    """Also check correctness on held-out input shapes: the task's module-level integer sizes that only
+    ``get_inputs`` uses (batch, length...) are scaled to 3/4 (``cuda_gym.judge.held_out``) and two more
+    checked calls run on them. Off for training (it costs two calls), on for evaluation: it catches
+    kernels that hard-code the task's shapes."""
+
+    static_rules: bool = True
+    """Run the static rules (``cuda_gym.judge.rules``) as part of the verdict. ``False`` only to test the
+    runtime defences alone (the adversarial suite does); the verdict then rests on what the trusted
+    driver observes."""
+
     compile_baseline: bool = True
     """Time ``torch.compile(model)`` as the second baseline (``False``: compile timing is ``None``)."""
 
@@ -118,10 +140,6 @@ class JudgeConfig:
 
     work_dir: Path | None = None
     """Where per-evaluation job directories are made; ``None`` means the system temp directory."""
-
-    torch_extensions_dir: Path | None = None
-    """``TORCH_EXTENSIONS_DIR`` for single-file ``load_inline`` builds (writable by candidates);
-    ``None`` means ``<cache_dir>/judge/torch_extensions``."""
 
     build: Any = None
     """A ``cuda_gym.build.BuildConfig`` for workspace builds; ``None`` uses its defaults."""
@@ -141,7 +159,7 @@ class JudgeConfig:
                 raise JudgeError(f"{name} must be >= 0")
         if self.timed_calls is not None and self.timed_calls < 1:
             raise JudgeError("timed_calls must be >= 1 (or None for the device default)")
-        for name in ("cache_dir", "work_dir", "torch_extensions_dir"):
+        for name in ("cache_dir", "work_dir"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, Path):
                 setattr(self, name, Path(value).expanduser())
@@ -184,7 +202,7 @@ class JudgeConfig:
 
     def fingerprint(self) -> str:
         """A stable JSON of the settings that change a verdict (part of the judgement cache key)."""
-        skip = {"use_cache", "cache_judgements", "cache_dir", "work_dir", "keep_jobs", "torch_extensions_dir", "build"}
+        skip = {"use_cache", "cache_judgements", "cache_dir", "work_dir", "keep_jobs", "build"}
         data = {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
         data["build"] = repr(self.build)
         data["timing_method"] = TIMING_METHOD

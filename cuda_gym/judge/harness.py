@@ -1,7 +1,7 @@
-"""The measurement harness shared by both judge workers: inputs, timing, poisoning, profiling, facts.
+"""Helpers shared by the judge's processes: inputs, models, the L2 flush, poisoning, profiling, facts.
 
-Both the reference worker and the candidate worker call these functions, so the candidate and the
-baselines are timed by exactly the same code. Nothing here imports candidate code.
+The trusted driver and the candidate server both use them; nothing here imports candidate code and
+nothing here measures time (the driver's own clock does, ``cuda_gym.judge.driver``).
 """
 
 from __future__ import annotations
@@ -15,21 +15,16 @@ import random
 import re
 import socket
 import threading
-import time
 import types
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
 from cuda_gym.judge.config import SAMPLE_THRESHOLD_BYTES
-from cuda_gym.judge.result import timing_stats
 from cuda_gym.paths import write_text_atomic
 
 log = logging.getLogger(__name__)
-
-_perf_counter = time.perf_counter
 
 M_MMAP_THRESHOLD = -3
 M_PERTURB = -6
@@ -39,11 +34,6 @@ PERTURB_BYTE = 0x80
 MAX_MMAP_THRESHOLD = 32 * 1024 * 1024
 """glibc's largest mmap threshold on 64-bit: CPU allocations above it get fresh (zero) pages, unpoisoned."""
 
-GPU_LEAD_CYCLES = 200_000
-"""GPU clock cycles of the spin queued before each timed call (about 0.1 ms at an H200's 1.98 GHz)."""
-
-IDLE_TAIL_QUANTILE = 0.9
-"""Quantile of the calibrated host round trip that a timed call's tail may take before it counts."""
 
 
 def load_task_module(code: str, name: str = "cuda_gym_task") -> types.ModuleType:
@@ -122,135 +112,6 @@ class L2Flusher:
     def __call__(self) -> None:
         if self.buffer is not None:
             self.buffer.fill_(0x5A5A)
-
-
-@dataclass
-class CallTime:
-    """One timed call: device-event milliseconds (host time on the CPU) and host milliseconds."""
-
-    event_ms: float
-    host_ms: float
-
-
-def gpu_lead(device: str) -> None:
-    """Queue a short GPU spin (``GPU_LEAD_CYCLES``) so the host queues what follows while the GPU is busy."""
-    if device.startswith("cuda") and hasattr(torch.cuda, "_sleep"):
-        torch.cuda._sleep(GPU_LEAD_CYCLES)
-
-
-def idle_tail_ms(device: str, samples: int = 31) -> float:
-    """The host round trip that ``timed_call`` must not count, as a high quantile over ``samples`` tries.
-
-    Each try queues a GPU spin and a ``done`` event, waits with a device-wide synchronize (the host
-    spins meanwhile), then records ``end``: ``done -> end`` is the time the idle GPU waits for the host
-    to notice and submit. 0 on the CPU.
-    """
-    if not device.startswith("cuda"):
-        return 0.0
-    tails = []
-    for _ in range(samples):
-        done = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        gpu_lead(device)
-        done.record()
-        torch.cuda.synchronize(device)
-        end.record()
-        end.synchronize()
-        tails.append(float(done.elapsed_time(end)))
-    tails.sort()
-    return tails[int(IDLE_TAIL_QUANTILE * (len(tails) - 1))]
-
-
-def timed_call(model: Callable[..., Any], inputs: Sequence[Any], device: str,
-               idle_tail: float = 0.0) -> tuple[Any, CallTime]:
-    """Run ``model(*inputs)`` once inside the timing window; return its output and the times.
-
-    On CUDA: ``gpu_lead(); start.record(); out = model(*x); done.record(); torch.cuda.synchronize();
-    end.record()``. The device time is ``start -> done`` plus whatever of ``done -> end`` exceeds
-    ``idle_tail`` (the calibrated host round trip, ``idle_tail_ms``): work the call left on other
-    streams is counted, the host's launch and wake-up latency is not. The GPU spin before ``start``
-    keeps the host's launch latency out (it differs between processes by up to 0.06 ms on an H200;
-    the GPU work does not). The host clock surrounds ``start`` to ``end``.
-    """
-    if device.startswith("cuda"):
-        start = torch.cuda.Event(enable_timing=True)
-        done = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        gpu_lead(device)
-        t0 = _perf_counter()
-        start.record()
-        out = model(*inputs)
-        done.record()
-        torch.cuda.synchronize(device)
-        end.record()
-        end.synchronize()
-        t1 = _perf_counter()
-        late = max(0.0, float(done.elapsed_time(end)) - idle_tail)
-        return out, CallTime(float(start.elapsed_time(done)) + late, (t1 - t0) * 1000.0)
-    t0 = _perf_counter()
-    out = model(*inputs)
-    t1 = _perf_counter()
-    ms = (t1 - t0) * 1000.0
-    return out, CallTime(ms, ms)
-
-
-def run_timing(
-    model: Callable[..., Any],
-    get_inputs: Callable[[], Any],
-    device: str,
-    warmup_seeds: Sequence[int],
-    timed_seeds: Sequence[int],
-    keep: Callable[[int, Any], None] | None = None,
-    keep_indices: Sequence[int] = (),
-    after_call: Callable[[], None] | None = None,
-    warmup_s: float = 0.0,
-) -> list[CallTime]:
-    """Warm-up calls, then one timed call per seed, each on fresh inputs made outside the window.
-
-    Warm-up makes one call per warm-up seed, then repeats the last one until ``warmup_s`` seconds
-    have passed since it began (the GPU's clocks settle). The host round trip is then calibrated
-    (``idle_tail_ms``). Before each timed call: inputs are generated, the L2 cache flushed and the
-    device synchronized; ``timed_call`` times it. ``keep(i, out)`` receives the
-    outputs of the calls in ``keep_indices``; ``after_call`` runs after every call (thread checks).
-    """
-    flusher = L2Flusher(device)
-    wanted = set(keep_indices)
-
-    def untimed(inputs: Sequence[Any]) -> None:
-        out = model(*inputs)
-        synchronize(device)
-        del out
-        if after_call:
-            after_call()
-
-    with torch.no_grad():
-        deadline = _perf_counter() + warmup_s
-        inputs = None
-        for seed in warmup_seeds:
-            inputs = make_inputs(get_inputs, seed, device)
-            untimed(inputs)
-        while inputs is not None and _perf_counter() < deadline:
-            untimed(inputs)
-        del inputs
-        idle_tail = idle_tail_ms(device)
-        times: list[CallTime] = []
-        for i, seed in enumerate(timed_seeds):
-            inputs = make_inputs(get_inputs, seed, device)
-            flusher()
-            synchronize(device)
-            out, t = timed_call(model, inputs, device, idle_tail)
-            times.append(t)
-            if keep is not None and i in wanted:
-                keep(i, out)
-            del out, inputs
-            if after_call:
-                after_call()
-    return times
-
-
-def summarize(times: Sequence[CallTime]) -> dict[str, float | int]:
-    """Median, min, max, IQR of the event times and the host median, as ``Timing`` fields."""
-    return timing_stats((t.event_ms, t.host_ms) for t in times)
 
 
 class MemoryPoison:

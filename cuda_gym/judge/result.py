@@ -50,6 +50,7 @@ class TrialResult:
         max_rel_error: largest relative difference.
         message: why it failed (shape, dtype, structure, non-finite, tolerance), empty if passed.
         timed: whether this check was on the output of a timed call.
+        held_out: whether the inputs had held-out shapes (``JudgeConfig.held_out_shapes``).
     """
 
     seed: int
@@ -58,6 +59,7 @@ class TrialResult:
     max_rel_error: float = 0.0
     message: str = ""
     timed: bool = False
+    held_out: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,13 @@ class Timing:
         min_ms, max_ms: extremes.
         iqr_ms: interquartile range (the spread).
         trials: number of timed calls.
-        host_median_ms: median host wall time per call with device-wide synchronization.
+        host_median_ms: median raw round trip per call as the trusted driver measured it (release to
+            verified output), before the protocol overhead is subtracted.
         source: ``measured`` or ``cache`` (reference timings come from the on-disk cache).
+        overhead_ms: the protocol overhead subtracted from every call (median no-op round trip of the
+            same server before the submission loaded).
+        event_median_ms: median CUDA-event time the server measured itself: untrusted, for information
+            (NaN on the CPU and for baselines).
     """
 
     median_ms: float
@@ -80,6 +87,8 @@ class Timing:
     trials: int
     host_median_ms: float = math.nan
     source: str = "measured"
+    overhead_ms: float = math.nan
+    event_median_ms: float = math.nan
 
     @classmethod
     def from_calls(cls, calls: Iterable[tuple[float, float]], source: str = "measured") -> Timing:
@@ -135,6 +144,8 @@ class JudgeResult:
         profile: per-kernel table of the candidate; ``reference_profile`` of eager PyTorch.
         fingerprint: hardware and software facts (GPU name, driver, torch, CUDA, host).
         seconds: wall time of the whole evaluation; ``timed_seconds`` spent in timed calls.
+        noise: why the timings are unreliable (a spread beyond 10% of a median), else empty; such a
+            verdict is not cached.
     """
 
     task_id: str
@@ -154,6 +165,7 @@ class JudgeResult:
     fingerprint: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     timed_seconds: float = 0.0
+    noise: str = ""
 
     @property
     def correct(self) -> bool:

@@ -1,8 +1,7 @@
-"""The orchestrator's handle on the reference worker: a pool of one process, restarted after faults."""
+"""The orchestrator's client of the reference worker: one long-lived trusted process, restarted after faults."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import selectors
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_gym.errors import JudgeError
+from cuda_gym.judge.messages import Greet, Greeting, ProtocolError, Quit, WorkerFailure, decode, encode
 from cuda_gym.text import clean_output
 
 log = logging.getLogger(__name__)
@@ -32,12 +32,14 @@ def package_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 class ReferenceWorker:
     """A long-lived ``cuda_gym.judge.reference_worker`` process for one device.
 
-    ``request(req)`` sends one JSON request and waits for its answer; a crash, a timeout or a
-    protocol error kills the process and raises ``JudgeError``; the next request starts a fresh one.
+    ``request(msg, expected)`` sends one typed message and waits for its typed answer; a crash, a
+    timeout, a ``WorkerFailure`` or a malformed answer raises ``JudgeError`` (after a crash or a fatal
+    failure the next request starts a fresh process).
     """
 
-    def __init__(self, device: str, log_dir: Path, timeout_s: float) -> None:
+    def __init__(self, device: str, log_dir: Path, timeout_s: float, cache_root: Path) -> None:
         self.device = device
+        self.cache_root = cache_root
         self.timeout_s = timeout_s
         self.log_path = log_dir / f"reference_worker_{os.getpid()}_{device.replace(':', '')}.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -62,7 +64,8 @@ class ReferenceWorker:
         errlog = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "cuda_gym.judge.reference_worker", "--device", self.device],
+                [sys.executable, "-m", "cuda_gym.judge.reference_worker", "--device", self.device,
+                 "--cache-dir", str(self.cache_root)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=errlog,
@@ -72,30 +75,31 @@ class ReferenceWorker:
         finally:
             errlog.close()
         self._buf = b""
-        hello = self.request({"op": "hello"}, timeout_s=300)
-        self.fingerprint = hello["fingerprint"]
+        hello = self.request(Greet(), Greeting, timeout_s=300)
+        self.fingerprint = dict(hello.fingerprint)
 
-    def request(self, req: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
-        """Send ``req``; return the answer (``ok`` true) or raise ``JudgeError`` (restart on the next call)."""
+    def request(self, msg: Any, expected: type, timeout_s: float | None = None) -> Any:
+        """Send ``msg``; return the answer of type ``expected`` or raise ``JudgeError``."""
         if not self.alive:
             self.start()
         assert self.proc is not None and self.proc.stdin is not None
+        op = type(msg).__name__
         try:
-            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.write(encode(msg) + b"\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             self._fail(f"the reference worker is gone ({exc})")
-        line = self._readline(self.timeout_s if timeout_s is None else timeout_s, req.get("op", "?"))
+        line = self._readline(self.timeout_s if timeout_s is None else timeout_s, op)
         try:
-            answer = json.loads(line)
-        except json.JSONDecodeError:
-            self._fail(f"the reference worker answered garbage: {line[:200]!r}")
-        if not answer.get("ok"):
-            if not self.alive:
+            answer = decode(line, (expected, WorkerFailure))
+        except ProtocolError as exc:
+            self._fail(f"the reference worker answered {op} with a malformed message ({exc}): {line[:200]!r}")
+        if isinstance(answer, WorkerFailure):
+            if answer.fatal or not self.alive:
                 self.kill()
             raise JudgeError(
-                f"the reference program failed in {req.get('op')!r}: {answer.get('error')}\n"
-                f"{answer.get('traceback', '')}Check that the task runs on {self.device}."
+                f"the reference program or the judge failed in {op}: {answer.error}\n"
+                f"{answer.traceback}Check that the task runs on {self.device}."
             )
         return answer
 
@@ -155,7 +159,9 @@ class ReferenceWorker:
         """Ask the process to quit, then make sure it did."""
         if self.alive:
             try:
-                self.request({"op": "quit"}, timeout_s=10)
+                from cuda_gym.judge.messages import Done
+
+                self.request(Quit(), Done, timeout_s=10)
             except JudgeError:
                 pass
         self.kill()

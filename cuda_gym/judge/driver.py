@@ -1,0 +1,463 @@
+"""The trusted driver: runs a sandboxed server, hands it fresh inputs, times and checks every call itself.
+
+Lives in the reference worker's process (trusted code only). For each evaluation or baseline timing it
+starts a ``candidate_server`` through ``cuda_gym.sandbox`` and, per call: makes the inputs (fresh random
+values from a secret seed, made only now), flushes the L2 cache and resets persisting lines, starts
+its own clock, rings the server, waits for the answer, reads a secret random sample of the output
+bytes straight from shared memory (positions drawn after the answer), and only then stops the clock.
+The call's time is that round trip minus the protocol overhead calibrated on the same server before
+any submission code was loaded. Afterwards it copies the whole output and compares it with the
+reference output for the same inputs; inputs are compared with the driver's own clones.
+
+What the driver observes itself, and so trusts: its clock, the bytes in shared memory, the inputs
+after the call, the server's threads, child processes and CPU time (``/proc``), and how long its own
+GPU work took (busy GPU between calls). What the server says is advisory.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+import secrets
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from cuda_gym.errors import JudgeError, SandboxError
+from cuda_gym.judge import harness
+from cuda_gym.judge.compare import Tolerances, compare_outputs, constant_would_pass
+from cuda_gym.judge.messages import Calibrate, Call, Hello, Load, Loaded, ProtocolError, Reply, Shutdown, TensorRef, Value
+from cuda_gym.judge.transport import (
+    Channel,
+    DevicePool,
+    HostArena,
+    PeerGone,
+    PeerSegments,
+    RemoteMemory,
+    from_value,
+    reset_persisting_l2,
+    tensor_leaves,
+    to_value,
+    vmm_pool_library,
+)
+from cuda_gym.sandbox import Limits, Sandbox
+
+log = logging.getLogger(__name__)
+
+SAMPLE_POSITIONS = 256
+"""Output elements per tensor read at the end of each call's window, at positions drawn after the answer."""
+CALIBRATION_CALLS = 30
+"""No-op round trips timed before the submission loads; a low quantile of them is the subtracted overhead."""
+OVERHEAD_DECILE = 2
+"""The subtracted overhead is this decile of the no-op round trips (the 20th percentile)."""
+HELLO_TIMEOUT_S = 300.0
+"""A server must be up (torch imported, device ready) within this."""
+BUSY_FACTOR = 3.0
+"""A flush slower than this many times its calibrated median (+0.05 ms) means the GPU was busy."""
+BUSY_SHARE = 0.2
+"""``gpu-busy`` when more than this share of the timed calls saw a busy GPU."""
+
+
+@dataclass
+class ServerSpec:
+    """How to start one server: device, sandbox paths, limits and the per-call time bound."""
+
+    device: str
+    job_dir: Path
+    cache_root: Path
+    readonly: list[Path] = field(default_factory=list)
+    writable: list[Path] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    load_timeout_s: float = 120.0
+    call_timeout_s: float = 30.0
+
+
+@dataclass
+class CallResult:
+    """One call as the driver saw it."""
+
+    outputs: Any = None
+    """The output structure with every tensor copied into the driver's memory (``None`` on error)."""
+    ms: float = math.nan
+    """Trusted round trip (release to verified sample) in milliseconds, overhead not subtracted."""
+    event_ms: float = -1.0
+    violations: list[tuple[str, str]] = field(default_factory=list)
+    error: str = ""
+    early: str = ""
+    """Why the sampled bytes differ from the bytes read afterwards (the answer came before the work)."""
+    profile: tuple[tuple[str, int, float], ...] = ()
+    busy: bool = False
+
+
+class ServerSession:
+    """One sandboxed ``candidate_server`` and the driver's end of its channel.
+
+    ``start`` -> ``calibrate`` -> ``load`` -> ``call``... -> ``close``. Any failure of the server itself
+    (death, hang, malformed message) ends the session: ``dead`` is set and ``error`` says why.
+    """
+
+    def __init__(self, spec: ServerSpec) -> None:
+        self.spec = spec
+        self.cuda = spec.device.startswith("cuda")
+        self.proc: Any = None
+        self.channel: Channel | None = None
+        self.host_pid = 0
+        self.remote: RemoteMemory | None = None
+        self.segments: DevicePool | None = None
+        self.peer: PeerSegments | None = PeerSegments(spec.device) if self.cuda else None
+        self.sent_segments: set[int] = set()
+        """Ids of the driver's pool segments this server has been given (the pool outlives sessions)."""
+        self.arena: HostArena | None = None
+        self.overhead_ms = 0.0
+        self.flush_ms = 0.0
+        self.base_threads = 0
+        self.dead = ""
+        self.seq = 0
+        self.flusher = harness.L2Flusher(spec.device)
+        self.rng = random.Random(secrets.randbits(64))
+        self.idle_cpu_s = 0.0
+        self.idle_wall_s = 0.0
+        self._idle_mark: tuple[float, float] | None = None
+        self.library = vmm_pool_library(spec.cache_root) if self.cuda else None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, driver_segments: DevicePool | None) -> None:
+        """Start the server in the sandbox and wait for its ``Hello``."""
+        self.segments = driver_segments
+        mine, theirs = Channel.pair()
+        cmd = [sys.executable, "-m", "cuda_gym.judge.candidate_server", str(theirs.fileno()), self.spec.device]
+        readonly = list(self.spec.readonly)
+        if self.library is not None:
+            cmd.append(str(self.library))
+            readonly.append(self.library.parent)
+        sandbox = Sandbox(writable=self.spec.writable, readonly=readonly, gpu=self.cuda)
+        try:
+            self.proc = sandbox.start(cmd, cwd=self.spec.job_dir, limits=self.spec.limits, env=self.spec.env,
+                                      pass_fds=[theirs.fileno()])
+        except SandboxError as exc:
+            raise JudgeError(f"cannot start the candidate server: {exc}") from exc
+        finally:
+            theirs.close()
+        self.channel = Channel(mine, spin=self.cuda)
+        try:
+            hello, _ = self.channel.recv(Hello, HELLO_TIMEOUT_S, self._alive)
+        except (PeerGone, ProtocolError) as exc:
+            raise JudgeError(f"the candidate server did not start ({exc}); its output:\n{self.output()[-2000:]}") from exc
+        if hello.device != self.spec.device or not self.channel.peer_pid:
+            raise JudgeError("the candidate server greeted with the wrong device or without credentials")
+        self.host_pid = self.channel.peer_pid
+        self.remote = RemoteMemory(self.host_pid)
+
+    def calibrate(self, template: Any, make_inputs: Callable[[], list[Any]], arena_bytes: int) -> None:
+        """Time no-op round trips (trusted code only in the server so far); keep their median."""
+        assert self.channel is not None
+        fds: list[int] = []
+        if not self.cuda:
+            self.arena = HostArena(arena_bytes)
+            fds = [self.arena.fd]
+        outputs = to_value(template, lambda t: TensorRef(str(t.dtype).replace("torch.", ""), tuple(t.shape),
+                                                           contiguous_strides(tuple(t.shape)), 0, 0, 0))
+        self.channel.send(Calibrate(outputs=outputs, device=self.spec.device), fds)
+        answer = self._expect_loaded(self.spec.load_timeout_s)
+        if answer.error:
+            raise JudgeError(f"the candidate server failed its calibration: {answer.error}")
+        trips, flushes = [], []
+        for _ in range(CALIBRATION_CALLS):
+            res = self.call(make_inputs(), noop=True, timeout_s=self.spec.call_timeout_s)
+            if res.error or res.early:
+                raise JudgeError(f"a calibration round trip failed: {res.error or res.early}")
+            trips.append(res.ms)
+            flushes.append(self._last_flush)
+        # A low quantile, not the median: subtracting too little only makes the candidate look slower.
+        self.overhead_ms = statistics.quantiles(trips, n=10, method="inclusive")[OVERHEAD_DECILE - 1]
+        self.flush_ms = statistics.median(flushes) if flushes else 0.0
+        self.base_threads = self.threads()
+
+    def load(self, msg: Load) -> Loaded:
+        """Load the program; a dead or hung server is an error ``Loaded``."""
+        assert self.channel is not None
+        try:
+            self.channel.send(msg)
+            return self._expect_loaded(self.spec.load_timeout_s)
+        except (PeerGone, ProtocolError) as exc:
+            self._die(f"{exc}")
+            return Loaded(error=self.dead, stage="import")
+
+    def close(self) -> None:
+        """Ask the server to exit, then kill whatever is left of the sandbox."""
+        if self.channel is not None:
+            try:
+                self.channel.send(Shutdown())
+            except (PeerGone, ProtocolError):
+                pass
+            self.channel.close()
+        if self.proc is not None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=10)
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+        if self.arena is not None:
+            self.arena.close()
+        if self.peer is not None:
+            self.peer.close()
+
+    def output(self) -> str:
+        """What the server printed (the sandbox's capped buffer)."""
+        return self.proc.output() if self.proc is not None else ""
+
+    def killed_by_limit(self) -> bool:
+        """Whether the sandbox ended the server at one of its limits."""
+        if self.proc is None or self.proc.poll() is None:
+            return False
+        try:
+            res = self.proc.result()
+        except SandboxError:
+            return False
+        return bool(res.timed_out or res.reason)
+
+    # ------------------------------------------------------------------ one call
+
+    def call(self, inputs: list[Any], *, audit: bool = False, noop: bool = False, profile: bool = False,
+             timeout_s: float, keep: bool = True) -> CallResult:
+        """One call through the protocol, timed and sampled by the driver (see the module docstring)."""
+        if self.dead:
+            return CallResult(error=self.dead)
+        assert self.channel is not None
+        self.seq += 1
+        values, segs, fds = self._describe_inputs(inputs)
+        msg = Call(seq=self.seq, inputs=tuple(values), segments=tuple(segs), audit=audit, noop=noop, profile=profile)
+        busy = self._prepare_device()
+        self._close_idle()
+        t0 = time.perf_counter()
+        try:
+            self.channel.send(msg, fds)
+            reply, rfds = self.channel.recv(Reply, timeout_s, self._alive)
+            if reply.seq != self.seq:
+                raise ProtocolError(f"answer to call {reply.seq} while waiting for {self.seq}")
+            if reply.error:
+                self._open_idle()
+                return CallResult(error=reply.error, violations=list(reply.violations), busy=busy)
+            if reply.outputs is None:
+                raise ProtocolError("an answer without outputs and without an error")
+            if self.peer is not None:
+                self.peer.attach(reply.segments, rfds)
+            elif rfds:
+                for fd in rfds:
+                    os.close(fd)
+            leaves = tensor_leaves(reply.outputs)
+            samples = [self._sample(ref) for ref in leaves]
+            t1 = time.perf_counter()
+        except PeerGone as exc:
+            reason = "the call did not finish within its time bound" if "no answer" in str(exc) else str(exc)
+            self._die(reason, timeout="no answer" in str(exc))
+            return CallResult(error=self.dead, busy=busy)
+        except (ProtocolError, OSError, RuntimeError) as exc:
+            # A forged or impossible answer (bad references, unreadable memory) is the candidate's failure.
+            self._open_idle()
+            return CallResult(error=f"the server's answer could not be read: {exc}", busy=busy)
+        result = CallResult(ms=(t1 - t0) * 1000.0, event_ms=reply.event_ms, violations=list(reply.violations),
+                            profile=reply.profile, busy=busy)
+        if keep:
+            try:
+                result.outputs = from_value(reply.outputs, self._copy_out)
+            except (ProtocolError, OSError, RuntimeError) as exc:
+                result.error = f"the outputs could not be read: {exc}"
+                self._open_idle()
+                return result
+            result.early = check_samples(result.outputs, samples)
+        self._open_idle()
+        return result
+
+    # ------------------------------------------------------------------ trusted observations
+
+    def threads(self) -> int:
+        """OS threads of the server process (``/proc``)."""
+        try:
+            return len(os.listdir(f"/proc/{self.host_pid}/task"))
+        except OSError:
+            return 0
+
+    def child_processes(self) -> list[int]:
+        """Processes the server started that are still alive (its children, from ``/proc``)."""
+        kids: list[int] = []
+        try:
+            for tid in os.listdir(f"/proc/{self.host_pid}/task"):
+                text = Path(f"/proc/{self.host_pid}/task/{tid}/children").read_text()
+                kids += [int(p) for p in text.split()]
+        except OSError:
+            pass
+        return kids
+
+    def helper_cpu_s(self) -> float:
+        """CPU seconds used so far by the server's threads other than its main thread."""
+        total = 0
+        tick = os.sysconf("SC_CLK_TCK")
+        try:
+            for tid in os.listdir(f"/proc/{self.host_pid}/task"):
+                if int(tid) == self.host_pid:
+                    continue
+                try:
+                    fields = Path(f"/proc/{self.host_pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+                    total += int(fields[11]) + int(fields[12])
+                except (OSError, IndexError, ValueError):
+                    continue
+        except OSError:
+            return 0.0
+        return total / tick
+
+    # ------------------------------------------------------------------ internals
+
+    def _alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _die(self, reason: str, timeout: bool = False) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=10)
+            except Exception:  # noqa: BLE001
+                pass
+        code = self.proc.poll() if self.proc is not None else None
+        tail = self.output()[-3000:]
+        why = "it never finished (killed at the per-call time bound)" if timeout else (
+            f"the server process died ({reason}; exit status {code}): it crashed (e.g. a segfault, abort, CUDA fault or os._exit)")
+        self.dead = f"{why}. Output:\n{tail}" if tail.strip() else why
+
+    def _expect_loaded(self, timeout_s: float) -> Loaded:
+        assert self.channel is not None
+        msg, fds = self.channel.recv(Loaded, timeout_s, self._alive)
+        for fd in fds:
+            os.close(fd)
+        return msg
+
+    def _describe_inputs(self, inputs: list[Any]) -> tuple[list[Value], list[Any], list[int]]:
+        segs: list[Any] = []
+        fds: list[int] = []
+        if self.arena is not None:
+            self.arena.reset()
+
+        shared: list[torch.Tensor] = []
+
+        def ref(t: torch.Tensor) -> TensorRef:
+            if self.arena is not None:
+                view, r = self.arena.place(t)
+                shared.append(view)
+                return r
+            assert self.segments is not None
+            try:
+                r, seg, fd = self.segments.ref_of(t, self.sent_segments)
+            except LookupError:
+                with self.segments.use():
+                    t = t.clone()
+                r, seg, fd = self.segments.ref_of(t, self.sent_segments)
+            shared.append(t)
+            if seg is not None:
+                segs.append(seg)
+                fds.append(fd)
+            return r
+
+        values = [to_value(x, ref) for x in inputs]
+        self.shared_inputs = shared
+        return values, segs, fds
+
+    shared_inputs: list[torch.Tensor] = []
+    """The tensors of the last call's inputs as the server saw them (for the input-mutation check)."""
+
+    _last_flush = 0.0
+
+    def _prepare_device(self) -> bool:
+        """Flush the L2 and reset persisting lines; whether the GPU was busy with someone else's work."""
+        if not self.cuda:
+            return False
+        reset_persisting_l2()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        self.flusher()
+        end.record()
+        torch.cuda.synchronize(self.spec.device)
+        self._last_flush = float(start.elapsed_time(end))
+        return self.flush_ms > 0 and self._last_flush > BUSY_FACTOR * self.flush_ms + 0.05
+
+    def _sample(self, ref: TensorRef) -> tuple[Any, torch.Tensor]:
+        """Secret random positions (row-major) of an output and the values there, read by the driver."""
+        numel = math.prod(ref.shape)
+        if numel == 0:
+            return [], torch.empty(0)
+        k = min(SAMPLE_POSITIONS, numel)
+        if self.peer is not None:
+            flat = self.peer.mapped.get(ref.segment)
+            if flat is None:
+                raise ProtocolError(f"an output in segment {ref.segment}, which was never shared")
+            dt = getattr(torch, ref.dtype)
+            if ref.base % dt.itemsize or ref.base < 0 or ref.base > flat.numel():
+                raise ProtocolError("an output reference outside or misaligned in its segment")
+            typed = flat[ref.base:][: (flat.numel() - ref.base) // dt.itemsize * dt.itemsize].view(dt)
+            last = ref.offset + sum((d - 1) * st for d, st in zip(ref.shape, ref.strides))
+            if last >= typed.numel():
+                raise ProtocolError("an output reference reaches past its segment")
+            # Positions and their element offsets on the GPU: a few tiny kernels, no per-element Python.
+            gen = torch.Generator(device=flat.device)
+            gen.manual_seed(self.rng.getrandbits(63))
+            positions = torch.randint(0, numel, (k,), generator=gen, device=flat.device)
+            offsets = torch.full_like(positions, ref.offset)
+            rest = positions
+            for dim in range(len(ref.shape) - 1, -1, -1):
+                offsets += (rest % ref.shape[dim]) * ref.strides[dim]
+                rest = rest // ref.shape[dim]
+            return positions, typed[offsets].cpu()
+        assert self.remote is not None
+        host_positions = [self.rng.randrange(numel) for _ in range(k)]
+        return host_positions, self.remote.gather(ref, host_positions)
+
+    def _copy_out(self, ref: TensorRef) -> torch.Tensor:
+        if self.peer is not None:
+            return self.peer.tensor(ref).clone()
+        assert self.remote is not None
+        return self.remote.read_tensor(ref)
+
+    def _close_idle(self) -> None:
+        if self._idle_mark is not None:
+            wall0, cpu0 = self._idle_mark
+            self.idle_wall_s += time.perf_counter() - wall0
+            self.idle_cpu_s += max(0.0, self.helper_cpu_s() - cpu0)
+            self._idle_mark = None
+
+    def _open_idle(self) -> None:
+        if not self.dead:
+            self._idle_mark = (time.perf_counter(), self.helper_cpu_s())
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major strides (in elements) of ``shape``."""
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(d, 1)
+    return tuple(reversed(strides))
+
+
+def check_samples(outputs: Any, samples: Sequence[tuple[Any, torch.Tensor]]) -> str:
+    """Whether the bytes sampled at the end of the window equal the same positions of the full copy."""
+    tensors = [t for _, t in harness.iter_leaves(outputs) if isinstance(t, torch.Tensor)]
+    for i, (t, (positions, values)) in enumerate(zip(tensors, samples)):
+        if len(positions) == 0:
+            continue
+        index = positions.to(t.device) if isinstance(positions, torch.Tensor) else torch.tensor(positions, device=t.device)
+        got = t.reshape(-1)[index].cpu()
+        a = got.reshape(-1).view(torch.uint8) if got.numel() else got
+        b = values.reshape(-1).view(torch.uint8) if values.numel() else values
+        if a.shape != b.shape or not torch.equal(a, b):
+            return (f"output {i}: the bytes read when the server answered differ from the same bytes read just after: "
+                    "the answer came before the work was finished")
+    return ""

@@ -1,0 +1,339 @@
+"""The evaluation procedure the trusted driver runs: correctness calls, warm-up, timed calls, checks.
+
+``evaluate`` judges one submission through a ``ServerSession``; ``time_baseline`` times the reference
+(eager or ``torch.compile``) through the very same protocol, so candidate and baselines are measured
+alike. Every seed, the checked positions and the reference outputs stay in this process.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from cuda_gym.judge import harness
+from cuda_gym.judge.compare import compare_outputs, constant_would_pass
+from cuda_gym.judge.driver import CallResult, ServerSession, ServerSpec
+from cuda_gym.judge.held_out import held_out_code
+from cuda_gym.judge.messages import (
+    BaselineReport,
+    Evaluate,
+    EvaluationReport,
+    Load,
+    RunSettings,
+    TaskFacts,
+    TimeBaseline,
+    TrialFacts,
+)
+from cuda_gym.judge.transport import DevicePool
+from cuda_gym.sandbox import Limits
+
+log = logging.getLogger(__name__)
+
+FIRST_CALL_EXTRA_S = 20.0
+"""Extra time bound of a program's first call (lazy initialisation: cuBLAS handles, JIT, autotuning)."""
+HELD_OUT_CALLS = 2
+"""Checked calls on held-out shapes (``JudgeConfig.held_out_shapes``)."""
+CALL_BOUND_FACTOR = 100.0
+"""A call may take this many times the reference's own call time on top of ``call_timeout_s``."""
+
+
+class PreparedTask(Protocol):
+    """What the driver needs of a task built in its process (``reference_worker._Prepared``)."""
+
+    code: str
+    code_hash: str
+    device: str
+    model: Any
+    get_inputs: Any
+    init_seed: int
+    facts: TaskFacts
+    template: Any
+    low_variance: str | None
+
+
+class Driver:
+    """The driver's state shared by evaluations: device, caches, the exportable input pool (GPU)."""
+
+    def __init__(self, device: str, cache_root: Path) -> None:
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        self.cache_root = cache_root
+        self.segments: DevicePool | None = None
+        if self.cuda:
+            from cuda_gym.judge.transport import vmm_pool_library
+
+            self.segments = DevicePool(vmm_pool_library(cache_root), device)
+
+    # ------------------------------------------------------------------ public
+
+    def evaluate(self, task: PreparedTask, req: Evaluate) -> EvaluationReport:
+        """Judge one submission (see the module docstring)."""
+        started = time.perf_counter()
+        s = req.settings
+        spec = self._spec(task, s, Path(req.job_dir), [Path(p) for p in req.readonly], [Path(p) for p in req.writable])
+        session = ServerSession(spec)
+        out: dict[str, Any] = {"stage": "start", "violations": []}
+        try:
+            self._open(session, task, s)
+            out["stage"] = "import"
+            loaded = session.load(Load(kind=req.kind, device=self.device, init_seed=task.init_seed,
+                                       state_path=str(Path(req.job_dir) / "state_dict.pt"),
+                                       init_path=str(Path(req.job_dir) / "init_inputs.pt"),
+                                       solution_path=req.solution_path, workspace_root=req.workspace_root,
+                                       module_path=req.module_path, inline_manifest=req.inline_manifest))
+            out["violations"] += list(loaded.violations)
+            if loaded.error:
+                out.update(stage=loaded.stage or "import", error=loaded.error,
+                           import_failed=req.kind == "single" and (loaded.stage or "import") == "import")
+                return self._report(out, session, started)
+            self._process_checks(session, s, out, "after loading the submission")
+            out["stage"] = "correctness"
+            trials, refs = self._correctness(task, session, s, out)
+            if s.held_out and not out.get("error"):
+                trials += self._held_out(task, session, s, out)
+            out["trials"] = trials
+            if task.low_variance is None and len(refs) >= 2:
+                task.low_variance = constant_would_pass(refs, s.tolerances)
+            out["low_variance"] = task.low_variance or ""
+            if out.get("error") or req.mode == "verify":
+                return self._report(out, session, started)
+            out["stage"] = "timing"
+            timed = self._timed(task, session, s, out, check=True)
+            out["trials"] = trials + timed["trials"]
+            out.update(times_ms=timed["times"], raw_ms=timed["raw"], event_ms=timed["events"])
+            if not out.get("error") and req.mode == "profile":
+                out["stage"] = "profile"
+                res = session.call(self._inputs(task), profile=True, timeout_s=self._bound(task, s, False))
+                out["profile"] = res.profile
+            if not out.get("error"):
+                out["stage"] = "done"
+            return self._report(out, session, started)
+        finally:
+            session.close()
+
+    def time_baseline(self, task: PreparedTask, req: TimeBaseline) -> BaselineReport:
+        """Time the reference through the protocol (a server of kind ``reference`` or ``compile``)."""
+        s = req.settings
+        spec = self._spec(task, s, Path(req.job_dir), [], [])
+        session = ServerSession(spec)
+        try:
+            self._open(session, task, s)
+            loaded = session.load(Load(kind=req.kind, device=self.device, init_seed=task.init_seed,
+                                       state_path=str(Path(req.job_dir) / "state_dict.pt"),
+                                       init_path=str(Path(req.job_dir) / "init_inputs.pt"), task_code=task.code))
+            if loaded.error:
+                return BaselineReport(error=loaded.error)
+            out: dict[str, Any] = {"violations": []}
+            # torch.compile compiles in the first call: it gets the whole wall budget, not a call's bound
+            first = s.wall_s if req.kind == "compile" else None
+            timed = self._timed(task, session, s, out, check=False, first_bound_s=first)
+            if out.get("error"):
+                return BaselineReport(error=str(out["error"]))
+            return BaselineReport(times_ms=tuple(timed["times"]), raw_ms=tuple(timed["raw"]),
+                                  event_ms=tuple(timed["events"]), overhead_ms=session.overhead_ms)
+        finally:
+            session.close()
+
+    # ------------------------------------------------------------------ stages
+
+    def _spec(self, task: PreparedTask, s: RunSettings, job_dir: Path, readonly: list[Path],
+              writable: list[Path]) -> ServerSpec:
+        import cuda_gym
+
+        package_root = str(Path(cuda_gym.__file__).resolve().parent.parent)
+        import os
+
+        path = [package_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env = {"PYTHONPATH": os.pathsep.join(path), "TORCH_EXTENSIONS_DIR": str(job_dir / "torch_extensions")}
+        if not self.cuda:
+            env["OMP_WAIT_POLICY"] = "PASSIVE"  # idle pool threads must not burn CPU between calls
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_HOME", "MAX_JOBS"):
+            if var in os.environ:
+                env[var] = os.environ[var]
+        (job_dir / "torch_extensions").mkdir(exist_ok=True)
+        limits = Limits(wall_s=s.wall_s, memory_bytes=s.memory_bytes or None,
+                        file_bytes=max(4 * 2**30, 4 * task.facts.output_bytes), processes=4096)
+        # The job dir stays invisible but for what the server reads; its only writable folder is the
+        # private torch-extensions folder of this evaluation (nothing another evaluation reads).
+        state = [job_dir / "state_dict.pt", job_dir / "init_inputs.pt"]
+        return ServerSpec(device=self.device, job_dir=job_dir / "torch_extensions", cache_root=self.cache_root,
+                          readonly=[*state, *readonly], writable=[job_dir / "torch_extensions", *writable],
+                          env=env, limits=limits, load_timeout_s=s.load_timeout_s,
+                          call_timeout_s=self._bound(task, s, False))
+
+    def _open(self, session: ServerSession, task: PreparedTask, s: RunSettings) -> None:
+        session.start(self.segments)
+        arena = 4 * task.facts.input_bytes + 2**20
+        session.calibrate(task.template, lambda: self._inputs(task), arena)
+
+    def _bound(self, task: PreparedTask, s: RunSettings, first: bool) -> float:
+        return s.call_timeout_s + CALL_BOUND_FACTOR * task.facts.call_ms / 1000.0 + (FIRST_CALL_EXTRA_S if first else 0.0)
+
+    def _inputs(self, task: PreparedTask, seed: int | None = None, get_inputs: Any = None) -> list[Any]:
+        seed = secrets.randbits(63) if seed is None else seed
+        make = get_inputs or task.get_inputs
+        if self.segments is not None:
+            with self.segments.use():
+                return harness.make_inputs(make, seed, self.device)
+        return harness.make_inputs(make, seed, self.device)
+
+    def _correctness(self, task: PreparedTask, session: ServerSession, s: RunSettings,
+                     out: dict[str, Any]) -> tuple[list[TrialFacts], list[Any]]:
+        trials: list[TrialFacts] = []
+        refs: list[Any] = []
+        for j in range(s.correctness_trials):
+            seed = secrets.randbits(63)
+            res, trial, ref = self._checked_call(task, session, s, out, seed, audit=True, first=j == 0, timed=False)
+            if ref is not None and task.low_variance is None:
+                refs.append(harness.sample_large(ref, seed, s.sample_threshold_bytes))
+            if trial is not None:
+                trials.append(trial)
+            if res.error:
+                out["error"] = f"correctness call {j + 1}: {res.error}"
+                break
+        return trials, refs
+
+    def _held_out(self, task: PreparedTask, session: ServerSession, s: RunSettings, out: dict[str, Any]) -> list[TrialFacts]:
+        """Two more checked calls on held-out input shapes (``cuda_gym.judge.held_out``), if the task has any."""
+        code = held_out_code(task.code)
+        if code is None:
+            return []
+        get_inputs = harness.load_task_module(code, f"cuda_gym_held_out_{task.code_hash[:12]}").get_inputs
+        trials = []
+        for j in range(HELD_OUT_CALLS):
+            res, trial, _ = self._checked_call(task, session, s, out, secrets.randbits(63), audit=False, first=False,
+                                               timed=False, get_inputs=get_inputs)
+            if trial is not None:
+                trials.append(replace(trial, held_out=True,
+                                      message=f"held-out shape: {trial.message}" if trial.message else ""))
+            if res.error:
+                out["error"] = f"held-out shape call {j + 1}: {res.error}"
+                break
+        return trials
+
+    def _checked_call(self, task: PreparedTask, session: ServerSession, s: RunSettings, out: dict[str, Any], seed: int,
+                      *, audit: bool, first: bool, timed: bool, get_inputs: Any = None) -> tuple[CallResult, TrialFacts | None, Any]:
+        inputs = self._inputs(task, seed, get_inputs)
+        clones = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        res = session.call(inputs, audit=audit, timeout_s=self._bound(task, s, first))
+        out["violations"] += res.violations
+        shared = list(session.shared_inputs)
+        if res.error:
+            return res, None, None
+        self._mutation_check(shared, [c for c in clones if isinstance(c, torch.Tensor)], out)
+        self._process_checks(session, s, out, "during a call")
+        with torch.no_grad():
+            ref = _plain(task.model(*clones))
+        harness.synchronize(self.device)
+        if res.early:
+            out["violations"].append(("early-answer", res.early))
+        big = s.sample_threshold_bytes
+        sample_seed = secrets.randbits(63)
+        cmp = compare_outputs(harness.sample_large(ref, sample_seed, big), harness.sample_large(res.outputs, sample_seed, big),
+                              s.tolerances, spread_tol=s.spread_tol)
+        trial = TrialFacts(seed=seed, passed=cmp.passed, max_abs_error=cmp.max_abs_error,
+                           max_rel_error=cmp.max_rel_error, message=cmp.message, timed=timed)
+        res.outputs = None
+        return res, trial, ref
+
+    def _timed(self, task: PreparedTask, session: ServerSession, s: RunSettings, out: dict[str, Any],
+               check: bool, first_bound_s: float | None = None) -> dict[str, Any]:
+        bound = first_bound_s or self._bound(task, s, True)
+        deadline = time.perf_counter() + s.warmup_s
+        n = 0
+        inputs = self._inputs(task)
+        while n < s.warmup or time.perf_counter() < deadline:
+            if n < s.warmup:
+                inputs = self._inputs(task)
+            res = session.call(inputs, timeout_s=bound, keep=False)
+            bound = self._bound(task, s, False)
+            if res.error:
+                out["error"] = f"warm-up call {n + 1}: {res.error}"
+                return {"trials": [], "times": [], "raw": [], "events": []}
+            n += 1
+        trials: list[TrialFacts] = []
+        raw: list[float] = []
+        events: list[float] = []
+        busy = 0
+        for i in range(s.timed_calls):
+            if check:
+                res, trial, _ = self._checked_call(task, session, s, out, secrets.randbits(63), audit=False,
+                                                   first=False, timed=True)
+                if trial is not None:
+                    trials.append(trial)
+            else:
+                res = session.call(self._inputs(task), timeout_s=bound)
+            if res.error:
+                out["error"] = f"timed call {i + 1}: {res.error}"
+                break
+            raw.append(res.ms)
+            events.append(res.event_ms)
+            busy += res.busy
+        if raw and busy > max(1, int(0.2 * len(raw))):
+            out["violations"].append(("gpu-busy", f"in {busy} of {len(raw)} timed calls the GPU was busy with other work before the "
+                                      "call started: work runs on the GPU outside the calls (a persistent or leftover kernel)"))
+        if session.idle_cpu_s > 0.25 + 0.5 * session.idle_wall_s:
+            out["violations"].append(("background-work", f"the submission's helper threads used {session.idle_cpu_s:.2f} s of CPU "
+                                      f"while no call was running ({session.idle_wall_s:.2f} s): work must happen inside forward"))
+        times = [max(r - session.overhead_ms, 1e-6) for r in raw]
+        return {"trials": trials, "times": times, "raw": raw, "events": events}
+
+    # ------------------------------------------------------------------ trusted checks
+
+    def _mutation_check(self, shared: list[torch.Tensor], clones: list[torch.Tensor], out: dict[str, Any]) -> None:
+        for i, (x, c) in enumerate(zip(shared, clones)):
+            if not _bitwise_equal(x, c):
+                out["violations"].append(("input-mutation", f"forward modified input {i} in place; inputs are read-only"))
+                return
+
+    def _process_checks(self, session: ServerSession, s: RunSettings, out: dict[str, Any], where: str) -> None:
+        kids = session.child_processes()
+        if kids:
+            out["violations"].append(("process", f"the submission started {len(kids)} process(es) ({where}) that outlive the "
+                                      "call; work must happen inside forward, in the server's own process"))
+        extra = session.threads() - session.base_threads
+        if extra > s.thread_allowance:
+            out["violations"].append(("thread", f"the server gained {extra} OS threads ({where}; {s.thread_allowance} allowed "
+                                      "for runtime pools); host threads may not run work outside the timed call"))
+
+    def _report(self, out: dict[str, Any], session: ServerSession, started: float) -> EvaluationReport:
+        seen: set[str] = set()
+        violations = []
+        for rule, message in out.get("violations", []):
+            if rule not in seen:
+                seen.add(rule)
+                violations.append((str(rule)[:40], str(message)[:500]))
+        return EvaluationReport(
+            stage=str(out.get("stage", "")), error=str(out.get("error", "")), import_failed=bool(out.get("import_failed")),
+            trials=tuple(out.get("trials", ())), times_ms=tuple(out.get("times_ms", ())), raw_ms=tuple(out.get("raw_ms", ())),
+            event_ms=tuple(out.get("event_ms", ())), overhead_ms=session.overhead_ms, violations=tuple(violations),
+            low_variance=str(out.get("low_variance", "")), profile=tuple(out.get("profile", ())),
+            killed=bool(session.dead and "time bound" in session.dead) or session.killed_by_limit(),
+            sandbox=session.proc.mode if session.proc is not None else "", seconds=time.perf_counter() - started)
+
+
+def _plain(out: Any) -> Any:
+    """Parameters returned directly become plain tensors (on both sides of the comparison)."""
+    if isinstance(out, torch.nn.Parameter):
+        return out.detach()
+    if isinstance(out, tuple):
+        return tuple(_plain(v) for v in out)
+    if isinstance(out, list):
+        return [_plain(v) for v in out]
+    if isinstance(out, dict):
+        return {k: _plain(v) for k, v in out.items()}
+    return out
+
+
+def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    return bool(torch.equal(a.detach().reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)))
