@@ -6,7 +6,7 @@ import functools
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gymnasium as gym
 
@@ -18,6 +18,7 @@ from cuda_gym.text import clean_output
 from cuda_gym.vocab import Size, indexed_device
 
 if TYPE_CHECKING:
+    from cuda_gym.judge import Judge, JudgeConfig
     from cuda_gym.judge.result import JudgeResult
     from cuda_gym.tasks import Task
     from cuda_gym.workspace import Workspace
@@ -69,19 +70,35 @@ def load_task_list(config: KernelEnvConfig) -> list[Task]:
     return tasks
 
 
+class EnvJudge(Protocol):
+    """What an env needs of its judge (``Judge``, ``LazyJudge`` or a judge object of the caller's).
+
+    ``verify``, ``profile`` and ``submit`` serve the tools; ``evaluate`` judges a single-file answer
+    of the single-turn env (a caller's judge object needs it only there).
+    """
+
+    def verify(self, ws: Workspace) -> JudgeResult: ...
+
+    def profile(self, ws: Workspace) -> JudgeResult: ...
+
+    def submit(self, ws: Workspace) -> JudgeResult: ...
+
+    def evaluate(self, task: Task, **kwargs: Any) -> JudgeResult: ...
+
+
 class LazyJudge:
     """Builds the real ``Judge`` on first use, so that making and resetting an env never needs a GPU.
 
     Exposes ``verify``, ``profile``, ``submit``, ``evaluate`` and ``close`` like the judge.
     """
 
-    def __init__(self, settings: Any, device: str) -> None:
+    def __init__(self, settings: JudgeConfig | Mapping[str, Any] | None, device: str) -> None:
         self._settings = settings
         self._device = device
-        self._judge: Any = None
+        self._judge: Judge | None = None
 
     @property
-    def config(self) -> Any:
+    def config(self) -> JudgeConfig:
         """The ``JudgeConfig`` the judge is (or will be) built with."""
         from cuda_gym.judge import JudgeConfig
 
@@ -92,7 +109,7 @@ class LazyJudge:
         return JudgeConfig.from_dict(fields)
 
     @property
-    def judge(self) -> Any:
+    def judge(self) -> Judge:
         """The judge, built now if it was not yet."""
         if self._judge is None:
             from cuda_gym.judge import Judge
@@ -118,13 +135,14 @@ class LazyJudge:
 
     def close(self) -> None:
         """Close the judge if it was built (stops its reference worker)."""
-        if self._judge is not None and hasattr(self._judge, "close"):
+        if self._judge is not None:
             self._judge.close()
         self._judge = None
 
 
-def make_judge(config: KernelEnvConfig) -> tuple[Any, bool]:
-    """The judge of an env and whether the env owns it (and closes it)."""
+def make_judge(config: KernelEnvConfig) -> tuple[EnvJudge, bool]:
+    """The judge of an env and whether the env owns it (and closes it): a ``LazyJudge`` built from
+    settings, or the caller's own judge object (shared, never closed by the env)."""
     settings = config.judge
     from cuda_gym.judge import JudgeConfig
 
@@ -286,6 +304,7 @@ class KernelEnvBase(gym.Env[str, str]):
     def close(self) -> None:
         """Remove the episode directory (unless ``keep_workspace``) and stop the judge's workers."""
         self._close_workspace()
-        if self._owns_judge and self.judge is not None and hasattr(self.judge, "close"):
-            self.judge.close()
+        close = getattr(self.judge, "close", None) if self._owns_judge else None
+        if close is not None:
+            close()
         self._done = True
