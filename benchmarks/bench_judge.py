@@ -50,7 +50,6 @@ def _workspace(flavour: str, solution: str | None, parent: Path):
         return task, ws
     sys.path.insert(0, str(ROOT / "tests"))
     from adversarial.judging import load_task, make_workspace, solution_meta
-
     from cuda_gym.paths import data_roots
 
     path = ROOT / "tests" / "solutions" / solution
@@ -74,8 +73,15 @@ def run(repeats: int = 10, device: str | None = None) -> dict:
     flavour = "cuda" if device.startswith("cuda") else "cpu"
     out = Path(os.environ.get("BENCH_OUT") or HERE / "results" / "bench_judge.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    summary: dict = {"device": device, "timing_method": TIMING_METHOD, "repeats": repeats, "target_median_ratio": 1.03,
-                     "torch": torch.__version__, "cuda": str(torch.version.cuda), "kinds": {}}
+    summary: dict = {
+        "device": device,
+        "timing_method": TIMING_METHOD,
+        "repeats": repeats,
+        "target_median_ratio": 1.03,
+        "torch": torch.__version__,
+        "cuda": str(torch.version.cuda),
+        "kinds": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         cfg = JudgeConfig(device=device, cache_judgements=False, cache_dir=Path(tmp) / "cache")
         with Judge(cfg) as judge:
@@ -118,8 +124,9 @@ def _kind_summary(task_id: str, results: list) -> dict:
         "speedup_trusted_vs_compile": [r.speedup_vs_compile for r in results],
         "speedup_events_vs_eager": [eager.event_median_ms / e for e in events] if eager else [],
         "speedup_events_vs_compile": [comp.event_median_ms / e for e in events] if comp else [],
-        "verdict_milestones": sorted({1 if r.speedup_vs_eager <= 1.05 else 2 if not r.speedup_vs_compile > 1.05 else 3
-                                      for r in results}),
+        "verdict_milestones": sorted(
+            {1 if r.speedup_vs_eager <= 1.05 else 2 if not r.speedup_vs_compile > 1.05 else 3 for r in results}
+        ),
         # The first evaluation builds the workspace; the rest take it from the build cache.
         "overhead_s_first": overheads[0],
         "overhead_s_median": _median(overheads[1:] or overheads),

@@ -40,5 +40,18 @@ class JudgeError(CudaGymError):
     """The judge itself failed (not the candidate): bad configuration, no device, broken task."""
 
 
+class ProtocolError(JudgeError):
+    """A message between the judge's processes does not match its schema (a bug or a forged message)."""
+
+
+class PeerGone(JudgeError):
+    """The other process of a judge channel closed it, died, or sent nothing in time."""
+
+
+class CandidateError(Exception):
+    """Raised inside the candidate server when the submission fails in a way that ends its run; the
+    message is shown to the agent (it never leaves that process as an exception)."""
+
+
 class EpisodeOverError(CudaGymError, RuntimeError):
     """``step`` was called after the episode terminated or was truncated: call ``reset()`` first."""

@@ -205,10 +205,6 @@ EXCEPTIONS_ELSEWHERE = {
     "cuda_gym._sandbox_init.SetupError": "H1 (sandbox)",
     "cuda_gym.build.files.UnreadableFile": "H3 (build)",
     "cuda_gym.build.files.SnapshotError": "H3 (build)",
-    "cuda_gym.judge.candidate_worker.CandidateError": "the lead (judge)",
-    "cuda_gym.judge.candidate_server.CandidateError": "the lead (judge)",
-    "cuda_gym.judge.messages.ProtocolError": "the lead (judge)",
-    "cuda_gym.judge.transport.PeerGone": "the lead (judge)",
 }
 """Exception classes still defined outside ``errors.py``, each in another owner's module."""
 

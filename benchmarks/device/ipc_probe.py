@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-CHILD = r'''
+CHILD = r"""
 import ctypes, json, mmap, os, sys, time
 import torch
 mode = sys.argv[1]
@@ -57,7 +57,7 @@ elif mode == "doorbell":
                 break
         last = s
         m[8:16] = s.to_bytes(8, "little")
-'''
+"""
 
 CU = None
 
@@ -74,13 +74,22 @@ class Loc(ctypes.Structure):
 
 
 class AllocFlags(ctypes.Structure):
-    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
-                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+    _fields_ = [
+        ("compressionType", ctypes.c_ubyte),
+        ("gpuDirectRDMACapable", ctypes.c_ubyte),
+        ("usage", ctypes.c_ushort),
+        ("reserved", ctypes.c_ubyte * 4),
+    ]
 
 
 class Prop(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int), ("location", Loc),
-                ("win32HandleMetaData", ctypes.c_void_p), ("allocFlags", AllocFlags)]
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("requestedHandleTypes", ctypes.c_int),
+        ("location", Loc),
+        ("win32HandleMetaData", ctypes.c_void_p),
+        ("allocFlags", AllocFlags),
+    ]
 
 
 class Access(ctypes.Structure):
@@ -108,7 +117,12 @@ def granularity(dev=0):
 
 def _map(handle, size, dev=0):
     ptr = ctypes.c_uint64()
-    _ck(cu().cuMemAddressReserve(ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(0), ctypes.c_uint64(0), ctypes.c_uint64(0)), "reserve")
+    _ck(
+        cu().cuMemAddressReserve(
+            ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(0), ctypes.c_uint64(0), ctypes.c_uint64(0)
+        ),
+        "reserve",
+    )
     _ck(cu().cuMemMap(ptr, ctypes.c_size_t(size), ctypes.c_size_t(0), handle, ctypes.c_uint64(0)), "map")
     acc = Access(Loc(1, dev), 3)
     _ck(cu().cuMemSetAccess(ptr, ctypes.c_size_t(size), ctypes.byref(acc), ctypes.c_size_t(1)), "access")
@@ -134,20 +148,33 @@ def wrap(ptr, n):
 
     class A:
         __cuda_array_interface__ = {"shape": (n,), "typestr": "<f4", "data": (ptr, False), "version": 3, "strides": None}
+
     return torch.as_tensor(A(), device="cuda")
 
 
-WRAPS = {"none": [], "mount": ["unshare", "--mount", "--"], "pid": ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--"]}
+WRAPS = {
+    "none": [],
+    "mount": ["unshare", "--mount", "--"],
+    "pid": ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--"],
+}
 
 
 def child(wrapper, mode, *extra, pass_fds=()):
-    return subprocess.Popen([*WRAPS[wrapper], sys.executable, "-c", CHILD, mode, os.path.abspath(__file__), *map(str, extra)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=pass_fds)
+    return subprocess.Popen(
+        [*WRAPS[wrapper], sys.executable, "-c", CHILD, mode, os.path.abspath(__file__), *map(str, extra)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        pass_fds=pass_fds,
+    )
 
 
 def main(out_path):
     import torch
-    torch.cuda.init(); torch.zeros(1, device="cuda")
+
+    torch.cuda.init()
+    torch.zeros(1, device="cuda")
     res = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0)}
     for w in WRAPS:
         r = {}
@@ -172,7 +199,9 @@ def main(out_path):
                 r["legacy_child_to_parent"] = str(t.tolist())
             except Exception as exc:
                 r["legacy_child_to_parent"] = f"error {exc}"[:600]
-            p.stdin.write("\n"); p.stdin.flush(); p.wait(timeout=60)
+            p.stdin.write("\n")
+            p.stdin.flush()
+            p.wait(timeout=60)
         except Exception as exc:
             r["legacy_child_to_parent"] = f"error {exc} {p.stderr.read()[-600:]}"
         # VMM fd
@@ -182,7 +211,8 @@ def main(out_path):
             ptr, fd = vmm_create(size)
             r["vmm_create_ms"] = (time.perf_counter() - t0) * 1000
             t = wrap(ptr, size // 4)
-            t[:4] = torch.tensor([1.0, 2.0, 3.0, 4.0], device="cuda"); torch.cuda.synchronize()
+            t[:4] = torch.tensor([1.0, 2.0, 3.0, 4.0], device="cuda")
+            torch.cuda.synchronize()
             p = child(w, "vmm_import", fd, size, pass_fds=(fd,))
             o, e = p.communicate("", timeout=120)
             torch.cuda.synchronize()
@@ -194,11 +224,15 @@ def main(out_path):
             fd = os.memfd_create("bell")
             os.ftruncate(fd, 4096)
             m = mmap.mmap(fd, 4096)
-            r1, w1 = os.pipe(); r2, w2 = os.pipe()
+            r1, w1 = os.pipe()
+            r2, w2 = os.pipe()
             p = child(w, "doorbell", fd, r1, w2, pass_fds=(fd, r1, w2))
             pipe = []
             for _ in range(200):
-                t0 = time.perf_counter(); os.write(w1, b"x"); os.read(r2, 1); pipe.append((time.perf_counter() - t0) * 1e6)
+                t0 = time.perf_counter()
+                os.write(w1, b"x")
+                os.read(r2, 1)
+                pipe.append((time.perf_counter() - t0) * 1e6)
             spin = []
             for s in range(1, 2001):
                 t0 = time.perf_counter()
@@ -207,7 +241,8 @@ def main(out_path):
                     pass
                 spin.append((time.perf_counter() - t0) * 1e6)
             p.wait(timeout=60)
-            pipe.sort(); spin.sort()
+            pipe.sort()
+            spin.sort()
             r["pipe_rtt_us"] = {"p10": pipe[20], "median": pipe[100], "p90": pipe[180], "max": pipe[-1]}
             r["spin_rtt_us"] = {"p10": spin[200], "median": spin[1000], "p90": spin[1800], "max": spin[-1]}
         except Exception as exc:

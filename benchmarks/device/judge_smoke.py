@@ -33,7 +33,11 @@ def main(out: str) -> int:
         data["trials"] = data["trials"][:3]
         data["wall_s"] = time.perf_counter() - t0
     Path(out).write_text(json.dumps(data, indent=1))
-    print(json.dumps({k: data[k] for k in ("passed", "error", "violations", "candidate", "eager", "compile", "wall_s")}, indent=1)[:4000])
+    print(
+        json.dumps(
+            {k: data[k] for k in ("passed", "error", "violations", "candidate", "eager", "compile", "wall_s")}, indent=1
+        )[:4000]
+    )
     return 0 if result.passed else 1
 
 

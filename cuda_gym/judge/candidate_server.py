@@ -28,14 +28,11 @@ from typing import Any
 
 import torch
 
+from cuda_gym.errors import CandidateError
 from cuda_gym.judge import harness
 from cuda_gym.judge.audit import OpAudit
-from cuda_gym.judge.messages import Calibrate, Call, Hello, Load, Loaded, Reply, Segment, Shutdown, TensorRef, Value
+from cuda_gym.judge.messages import Calibrate, Call, Hello, Load, Loaded, Reply, Segment, Shutdown, TensorRef
 from cuda_gym.judge.transport import Channel, DevicePool, HostArena, PeerGone, PeerSegments, from_value, to_value
-
-
-class CandidateError(Exception):
-    """The candidate failed in a way that ends its run (the message is shown to the agent)."""
 
 
 class Server:
@@ -79,8 +76,9 @@ class Server:
             self.arena = HostArena(os.fstat(fds[0]).st_size, fd=fds[0])
         with self._pool():
             self.calibration = from_value(msg.outputs, self._zeros)
-        self.poison_bytes = sum(t.numel() * t.element_size() for _, t in harness.iter_leaves(self.calibration)
-                                if isinstance(t, torch.Tensor))
+        self.poison_bytes = sum(
+            t.numel() * t.element_size() for _, t in harness.iter_leaves(self.calibration) if isinstance(t, torch.Tensor)
+        )
         if not self.cuda:
             self.host_poison = harness.MemoryPoison(self.device, self.poison_bytes, False)
         self.base_py_threads = threading.active_count()
@@ -141,14 +139,25 @@ class Server:
             else:
                 out, event_ms, violations = self._run(inputs, msg.audit)
             if threading.active_count() > self.base_py_threads:
-                violations.append(("thread", f"the submission started {threading.active_count() - self.base_py_threads} Python "
-                                             "thread(s); work must finish inside forward on the calling thread"))
+                violations.append(
+                    (
+                        "thread",
+                        f"the submission started {threading.active_count() - self.base_py_threads} Python "
+                        "thread(s); work must finish inside forward on the calling thread",
+                    )
+                )
             self.last = out
             refs: list[Segment] = []
             send: list[int] = []
             value = to_value(out, lambda t: self._output_ref(t, refs, send))
-            return Reply(seq=msg.seq, outputs=value, segments=tuple(refs), event_ms=event_ms,
-                         violations=tuple(violations), profile=profile), send
+            return Reply(
+                seq=msg.seq,
+                outputs=value,
+                segments=tuple(refs),
+                event_ms=event_ms,
+                violations=tuple(violations),
+                profile=profile,
+            ), send
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the driver
             return Reply(seq=msg.seq, error=describe(exc, "call"), violations=_subclass_violation(exc)), []
 
@@ -218,8 +227,14 @@ class Server:
         if t.device != torch.device(self.device):
             raise CandidateError(f"forward returned a tensor on {t.device}; the reference returns it on {self.device}")
         if self.segments is None:
-            return TensorRef(dtype=str(t.dtype).replace("torch.", ""), shape=tuple(t.shape), strides=tuple(t.stride()),
-                             offset=t.storage_offset(), segment=-1, base=t.untyped_storage().data_ptr())
+            return TensorRef(
+                dtype=str(t.dtype).replace("torch.", ""),
+                shape=tuple(t.shape),
+                strides=tuple(t.stride()),
+                offset=t.storage_offset(),
+                segment=-1,
+                base=t.untyped_storage().data_ptr(),
+            )
         try:
             ref, seg, fd = self.segments.ref_of(t, self.sent)
         except LookupError:

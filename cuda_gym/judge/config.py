@@ -209,7 +209,7 @@ class JudgeConfig:
         return json.dumps(data, sort_keys=True, default=str)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | "JudgeConfig" | None) -> "JudgeConfig":
+    def from_dict(cls, data: dict[str, Any] | JudgeConfig | None) -> JudgeConfig:
         """A config from a dict of field values (unknown keys raise ``JudgeError`` naming the fields)."""
         if data is None:
             return cls()

@@ -24,16 +24,16 @@ import secrets
 import statistics
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
-from cuda_gym.errors import JudgeError, SandboxError
+from cuda_gym.errors import JudgeError, ProtocolError, SandboxError
 from cuda_gym.judge import harness
-from cuda_gym.judge.compare import Tolerances, compare_outputs, constant_would_pass
-from cuda_gym.judge.messages import Calibrate, Call, Hello, Load, Loaded, ProtocolError, Reply, Shutdown, TensorRef, Value
+from cuda_gym.judge.messages import Calibrate, Call, Hello, Load, Loaded, Reply, Shutdown, TensorRef, Value
 from cuda_gym.judge.transport import (
     Channel,
     DevicePool,
@@ -141,8 +141,9 @@ class ServerSession:
             readonly.append(self.library.parent)
         sandbox = Sandbox(writable=self.spec.writable, readonly=readonly, gpu=self.cuda)
         try:
-            self.proc = sandbox.start(cmd, cwd=self.spec.job_dir, limits=self.spec.limits, env=self.spec.env,
-                                      pass_fds=[theirs.fileno()])
+            self.proc = sandbox.start(
+                cmd, cwd=self.spec.job_dir, limits=self.spec.limits, env=self.spec.env, pass_fds=[theirs.fileno()]
+            )
         except SandboxError as exc:
             raise JudgeError(f"cannot start the candidate server: {exc}") from exc
         finally:
@@ -164,8 +165,12 @@ class ServerSession:
         if not self.cuda:
             self.arena = HostArena(arena_bytes)
             fds = [self.arena.fd]
-        outputs = to_value(template, lambda t: TensorRef(str(t.dtype).replace("torch.", ""), tuple(t.shape),
-                                                           contiguous_strides(tuple(t.shape)), 0, 0, 0))
+        outputs = to_value(
+            template,
+            lambda t: TensorRef(
+                str(t.dtype).replace("torch.", ""), tuple(t.shape), contiguous_strides(tuple(t.shape)), 0, 0, 0
+            ),
+        )
         self.channel.send(Calibrate(outputs=outputs, device=self.spec.device), fds)
         answer = self._expect_loaded(self.spec.load_timeout_s)
         if answer.error:
@@ -227,8 +232,16 @@ class ServerSession:
 
     # ------------------------------------------------------------------ one call
 
-    def call(self, inputs: list[Any], *, audit: bool = False, noop: bool = False, profile: bool = False,
-             timeout_s: float, keep: bool = True) -> CallResult:
+    def call(
+        self,
+        inputs: list[Any],
+        *,
+        audit: bool = False,
+        noop: bool = False,
+        profile: bool = False,
+        timeout_s: float,
+        keep: bool = True,
+    ) -> CallResult:
         """One call through the protocol, timed and sampled by the driver (see the module docstring)."""
         if self.dead:
             return CallResult(error=self.dead)
@@ -265,8 +278,9 @@ class ServerSession:
             # A forged or impossible answer (bad references, unreadable memory) is the candidate's failure.
             self._open_idle()
             return CallResult(error=f"the server's answer could not be read: {exc}", busy=busy)
-        result = CallResult(ms=(t1 - t0) * 1000.0, event_ms=reply.event_ms, violations=list(reply.violations),
-                            profile=reply.profile, busy=busy)
+        result = CallResult(
+            ms=(t1 - t0) * 1000.0, event_ms=reply.event_ms, violations=list(reply.violations), profile=reply.profile, busy=busy
+        )
         if keep:
             try:
                 result.outputs = from_value(reply.outputs, self._copy_out)
@@ -329,8 +343,13 @@ class ServerSession:
                 pass
         code = self.proc.poll() if self.proc is not None else None
         tail = self.output()[-3000:]
-        why = "it never finished (killed at the per-call time bound)" if timeout else (
-            f"the server process died ({reason}; exit status {code}): it crashed (e.g. a segfault, abort, CUDA fault or os._exit)")
+        why = (
+            "it never finished (killed at the per-call time bound)"
+            if timeout
+            else (
+                f"the server process died ({reason}; exit status {code}): it crashed (e.g. a segfault, abort, CUDA fault or os._exit)"
+            )
+        )
         self.dead = f"{why}. Output:\n{tail}" if tail.strip() else why
 
     def _expect_loaded(self, timeout_s: float) -> Loaded:
@@ -402,7 +421,7 @@ class ServerSession:
             dt = getattr(torch, ref.dtype)
             if ref.base % dt.itemsize or ref.base < 0 or ref.base > flat.numel():
                 raise ProtocolError("an output reference outside or misaligned in its segment")
-            typed = flat[ref.base:][: (flat.numel() - ref.base) // dt.itemsize * dt.itemsize].view(dt)
+            typed = flat[ref.base :][: (flat.numel() - ref.base) // dt.itemsize * dt.itemsize].view(dt)
             last = ref.offset + sum((d - 1) * st for d, st in zip(ref.shape, ref.strides))
             if last >= typed.numel():
                 raise ProtocolError("an output reference reaches past its segment")
@@ -458,6 +477,8 @@ def check_samples(outputs: Any, samples: Sequence[tuple[Any, torch.Tensor]]) -> 
         a = got.reshape(-1).view(torch.uint8) if got.numel() else got
         b = values.reshape(-1).view(torch.uint8) if values.numel() else values
         if a.shape != b.shape or not torch.equal(a, b):
-            return (f"output {i}: the bytes read when the server answered differ from the same bytes read just after: "
-                    "the answer came before the work was finished")
+            return (
+                f"output {i}: the bytes read when the server answered differ from the same bytes read just after: "
+                "the answer came before the work was finished"
+            )
     return ""

@@ -16,8 +16,9 @@ import re
 import socket
 import threading
 import types
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 

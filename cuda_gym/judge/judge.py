@@ -38,9 +38,9 @@ from cuda_gym.judge.messages import (
     TaskFacts,
     TimeBaseline,
 )
-from cuda_gym.judge.worker_client import ReferenceWorker
 from cuda_gym.judge.result import JudgeResult, KernelStat, Mode, Timing, TrialResult, Violation
 from cuda_gym.judge.rules import check_submission
+from cuda_gym.judge.worker_client import ReferenceWorker
 from cuda_gym.paths import cache_dir, write_text_atomic
 from cuda_gym.sandbox import Sandbox
 from cuda_gym.tasks.task import Task
@@ -149,7 +149,7 @@ class Judge:
         """Stop the reference worker."""
         self._ref.close()
 
-    def __enter__(self) -> "Judge":
+    def __enter__(self) -> Judge:
         return self
 
     def __exit__(self, *exc: object) -> None:

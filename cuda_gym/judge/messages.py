@@ -20,12 +20,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from cuda_gym.errors import JudgeError
-
-
-class ProtocolError(JudgeError):
-    """A message that does not match its schema (a bug or a forged message, never the agent's score)."""
-
+from cuda_gym.errors import ProtocolError
 
 # ---------------------------------------------------------------------- tensors and values
 
@@ -62,7 +57,7 @@ class Value:
 
     kind: str
     tensor: TensorRef | None = None
-    items: tuple["Value", ...] = ()
+    items: tuple[Value, ...] = ()
     keys: tuple[str, ...] = ()
     scalar: Any = None
 
@@ -342,10 +337,31 @@ class WorkerFailure:
     fatal: bool = False
 
 
-MESSAGES: dict[str, type] = {cls.__name__: cls for cls in (
-    Calibrate, Load, Call, Shutdown, Hello, Loaded, Reply,
-    Greet, Greeting, Prepare, TaskFacts, Evaluate, EvaluationReport, TimeBaseline, BaselineReport,
-    ProfileReference, ProfileReport, Quit, Done, WorkerFailure)}
+MESSAGES: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (
+        Calibrate,
+        Load,
+        Call,
+        Shutdown,
+        Hello,
+        Loaded,
+        Reply,
+        Greet,
+        Greeting,
+        Prepare,
+        TaskFacts,
+        Evaluate,
+        EvaluationReport,
+        TimeBaseline,
+        BaselineReport,
+        ProfileReference,
+        ProfileReport,
+        Quit,
+        Done,
+        WorkerFailure,
+    )
+}
 """Every message type of the judge's processes, by its ``type`` name."""
 
 
@@ -406,8 +422,11 @@ def from_plain(cls: type, data: Any, where: str) -> Any:
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ProtocolError(f"{where}: unknown key(s) {unknown} for {cls.__name__}")
-    missing = sorted(n for n, f in fields.items() if n not in data and f.default is dataclasses.MISSING
-                     and f.default_factory is dataclasses.MISSING)
+    missing = sorted(
+        n
+        for n, f in fields.items()
+        if n not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
     if missing:
         raise ProtocolError(f"{where}: missing key(s) {missing} for {cls.__name__}")
     hints = _hints(cls)
@@ -464,5 +483,3 @@ def _check(hint: Any, value: Any, where: str) -> Any:
     if isinstance(hint, typing.ForwardRef) or isinstance(hint, str):  # pragma: no cover - resolved by get_type_hints
         raise ProtocolError(f"{where}: unresolved type {hint}")
     raise ProtocolError(f"{where}: unsupported schema type {hint}")
-
-

@@ -82,15 +82,26 @@ class Driver:
         try:
             self._open(session, task, s)
             out["stage"] = "import"
-            loaded = session.load(Load(kind=req.kind, device=self.device, init_seed=task.init_seed,
-                                       state_path=str(Path(req.job_dir) / "state_dict.pt"),
-                                       init_path=str(Path(req.job_dir) / "init_inputs.pt"),
-                                       solution_path=req.solution_path, workspace_root=req.workspace_root,
-                                       module_path=req.module_path, inline_manifest=req.inline_manifest))
+            loaded = session.load(
+                Load(
+                    kind=req.kind,
+                    device=self.device,
+                    init_seed=task.init_seed,
+                    state_path=str(Path(req.job_dir) / "state_dict.pt"),
+                    init_path=str(Path(req.job_dir) / "init_inputs.pt"),
+                    solution_path=req.solution_path,
+                    workspace_root=req.workspace_root,
+                    module_path=req.module_path,
+                    inline_manifest=req.inline_manifest,
+                )
+            )
             out["violations"] += list(loaded.violations)
             if loaded.error:
-                out.update(stage=loaded.stage or "import", error=loaded.error,
-                           import_failed=req.kind == "single" and (loaded.stage or "import") == "import")
+                out.update(
+                    stage=loaded.stage or "import",
+                    error=loaded.error,
+                    import_failed=req.kind == "single" and (loaded.stage or "import") == "import",
+                )
                 return self._report(out, session, started)
             self._process_checks(session, s, out, "after loading the submission")
             out["stage"] = "correctness"
@@ -124,9 +135,16 @@ class Driver:
         session = ServerSession(spec)
         try:
             self._open(session, task, s)
-            loaded = session.load(Load(kind=req.kind, device=self.device, init_seed=task.init_seed,
-                                       state_path=str(Path(req.job_dir) / "state_dict.pt"),
-                                       init_path=str(Path(req.job_dir) / "init_inputs.pt"), task_code=task.code))
+            loaded = session.load(
+                Load(
+                    kind=req.kind,
+                    device=self.device,
+                    init_seed=task.init_seed,
+                    state_path=str(Path(req.job_dir) / "state_dict.pt"),
+                    init_path=str(Path(req.job_dir) / "init_inputs.pt"),
+                    task_code=task.code,
+                )
+            )
             if loaded.error:
                 return BaselineReport(error=loaded.error)
             out: dict[str, Any] = {"violations": []}
@@ -135,15 +153,20 @@ class Driver:
             timed = self._timed(task, session, s, out, check=False, first_bound_s=first)
             if out.get("error"):
                 return BaselineReport(error=str(out["error"]))
-            return BaselineReport(times_ms=tuple(timed["times"]), raw_ms=tuple(timed["raw"]),
-                                  event_ms=tuple(timed["events"]), overhead_ms=session.overhead_ms)
+            return BaselineReport(
+                times_ms=tuple(timed["times"]),
+                raw_ms=tuple(timed["raw"]),
+                event_ms=tuple(timed["events"]),
+                overhead_ms=session.overhead_ms,
+            )
         finally:
             session.close()
 
     # ------------------------------------------------------------------ stages
 
-    def _spec(self, task: PreparedTask, s: RunSettings, job_dir: Path, readonly: list[Path],
-              writable: list[Path]) -> ServerSpec:
+    def _spec(
+        self, task: PreparedTask, s: RunSettings, job_dir: Path, readonly: list[Path], writable: list[Path]
+    ) -> ServerSpec:
         import cuda_gym
 
         package_root = str(Path(cuda_gym.__file__).resolve().parent.parent)
@@ -157,15 +180,26 @@ class Driver:
             if var in os.environ:
                 env[var] = os.environ[var]
         (job_dir / "torch_extensions").mkdir(exist_ok=True)
-        limits = Limits(wall_s=s.wall_s, memory_bytes=s.memory_bytes or None,
-                        file_bytes=max(4 * 2**30, 4 * task.facts.output_bytes), processes=4096)
+        limits = Limits(
+            wall_s=s.wall_s,
+            memory_bytes=s.memory_bytes or None,
+            file_bytes=max(4 * 2**30, 4 * task.facts.output_bytes),
+            processes=4096,
+        )
         # The job dir stays invisible but for what the server reads; its only writable folder is the
         # private torch-extensions folder of this evaluation (nothing another evaluation reads).
         state = [job_dir / "state_dict.pt", job_dir / "init_inputs.pt"]
-        return ServerSpec(device=self.device, job_dir=job_dir / "torch_extensions", cache_root=self.cache_root,
-                          readonly=[*state, *readonly], writable=[job_dir / "torch_extensions", *writable],
-                          env=env, limits=limits, load_timeout_s=s.load_timeout_s,
-                          call_timeout_s=self._bound(task, s, False))
+        return ServerSpec(
+            device=self.device,
+            job_dir=job_dir / "torch_extensions",
+            cache_root=self.cache_root,
+            readonly=[*state, *readonly],
+            writable=[job_dir / "torch_extensions", *writable],
+            env=env,
+            limits=limits,
+            load_timeout_s=s.load_timeout_s,
+            call_timeout_s=self._bound(task, s, False),
+        )
 
     def _open(self, session: ServerSession, task: PreparedTask, s: RunSettings) -> None:
         session.start(self.segments)
@@ -183,8 +217,9 @@ class Driver:
                 return harness.make_inputs(make, seed, self.device)
         return harness.make_inputs(make, seed, self.device)
 
-    def _correctness(self, task: PreparedTask, session: ServerSession, s: RunSettings,
-                     out: dict[str, Any]) -> tuple[list[TrialFacts], list[Any]]:
+    def _correctness(
+        self, task: PreparedTask, session: ServerSession, s: RunSettings, out: dict[str, Any]
+    ) -> tuple[list[TrialFacts], list[Any]]:
         trials: list[TrialFacts] = []
         refs: list[Any] = []
         for j in range(s.correctness_trials):
@@ -207,18 +242,31 @@ class Driver:
         get_inputs = harness.load_task_module(code, f"cuda_gym_held_out_{task.code_hash[:12]}").get_inputs
         trials = []
         for j in range(HELD_OUT_CALLS):
-            res, trial, _ = self._checked_call(task, session, s, out, secrets.randbits(63), audit=False, first=False,
-                                               timed=False, get_inputs=get_inputs)
+            res, trial, _ = self._checked_call(
+                task, session, s, out, secrets.randbits(63), audit=False, first=False, timed=False, get_inputs=get_inputs
+            )
             if trial is not None:
-                trials.append(replace(trial, held_out=True,
-                                      message=f"held-out shape: {trial.message}" if trial.message else ""))
+                trials.append(
+                    replace(trial, held_out=True, message=f"held-out shape: {trial.message}" if trial.message else "")
+                )
             if res.error:
                 out["error"] = f"held-out shape call {j + 1}: {res.error}"
                 break
         return trials
 
-    def _checked_call(self, task: PreparedTask, session: ServerSession, s: RunSettings, out: dict[str, Any], seed: int,
-                      *, audit: bool, first: bool, timed: bool, get_inputs: Any = None) -> tuple[CallResult, TrialFacts | None, Any]:
+    def _checked_call(
+        self,
+        task: PreparedTask,
+        session: ServerSession,
+        s: RunSettings,
+        out: dict[str, Any],
+        seed: int,
+        *,
+        audit: bool,
+        first: bool,
+        timed: bool,
+        get_inputs: Any = None,
+    ) -> tuple[CallResult, TrialFacts | None, Any]:
         inputs = self._inputs(task, seed, get_inputs)
         clones = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         res = session.call(inputs, audit=audit, timeout_s=self._bound(task, s, first))
@@ -235,15 +283,32 @@ class Driver:
             out["violations"].append(("early-answer", res.early))
         big = s.sample_threshold_bytes
         sample_seed = secrets.randbits(63)
-        cmp = compare_outputs(harness.sample_large(ref, sample_seed, big), harness.sample_large(res.outputs, sample_seed, big),
-                              s.tolerances, spread_tol=s.spread_tol)
-        trial = TrialFacts(seed=seed, passed=cmp.passed, max_abs_error=cmp.max_abs_error,
-                           max_rel_error=cmp.max_rel_error, message=cmp.message, timed=timed)
+        cmp = compare_outputs(
+            harness.sample_large(ref, sample_seed, big),
+            harness.sample_large(res.outputs, sample_seed, big),
+            s.tolerances,
+            spread_tol=s.spread_tol,
+        )
+        trial = TrialFacts(
+            seed=seed,
+            passed=cmp.passed,
+            max_abs_error=cmp.max_abs_error,
+            max_rel_error=cmp.max_rel_error,
+            message=cmp.message,
+            timed=timed,
+        )
         res.outputs = None
         return res, trial, ref
 
-    def _timed(self, task: PreparedTask, session: ServerSession, s: RunSettings, out: dict[str, Any],
-               check: bool, first_bound_s: float | None = None) -> dict[str, Any]:
+    def _timed(
+        self,
+        task: PreparedTask,
+        session: ServerSession,
+        s: RunSettings,
+        out: dict[str, Any],
+        check: bool,
+        first_bound_s: float | None = None,
+    ) -> dict[str, Any]:
         bound = first_bound_s or self._bound(task, s, True)
         deadline = time.perf_counter() + s.warmup_s
         n = 0
@@ -263,8 +328,9 @@ class Driver:
         busy = 0
         for i in range(s.timed_calls):
             if check:
-                res, trial, _ = self._checked_call(task, session, s, out, secrets.randbits(63), audit=False,
-                                                   first=False, timed=True)
+                res, trial, _ = self._checked_call(
+                    task, session, s, out, secrets.randbits(63), audit=False, first=False, timed=True
+                )
                 if trial is not None:
                     trials.append(trial)
             else:
@@ -276,11 +342,21 @@ class Driver:
             events.append(res.event_ms)
             busy += res.busy
         if raw and busy > max(1, int(0.2 * len(raw))):
-            out["violations"].append(("gpu-busy", f"in {busy} of {len(raw)} timed calls the GPU was busy with other work before the "
-                                      "call started: work runs on the GPU outside the calls (a persistent or leftover kernel)"))
+            out["violations"].append(
+                (
+                    "gpu-busy",
+                    f"in {busy} of {len(raw)} timed calls the GPU was busy with other work before the "
+                    "call started: work runs on the GPU outside the calls (a persistent or leftover kernel)",
+                )
+            )
         if session.idle_cpu_s > 0.25 + 0.5 * session.idle_wall_s:
-            out["violations"].append(("background-work", f"the submission's helper threads used {session.idle_cpu_s:.2f} s of CPU "
-                                      f"while no call was running ({session.idle_wall_s:.2f} s): work must happen inside forward"))
+            out["violations"].append(
+                (
+                    "background-work",
+                    f"the submission's helper threads used {session.idle_cpu_s:.2f} s of CPU "
+                    f"while no call was running ({session.idle_wall_s:.2f} s): work must happen inside forward",
+                )
+            )
         times = [max(r - session.overhead_ms, 1e-6) for r in raw]
         return {"trials": trials, "times": times, "raw": raw, "events": events}
 
@@ -295,12 +371,22 @@ class Driver:
     def _process_checks(self, session: ServerSession, s: RunSettings, out: dict[str, Any], where: str) -> None:
         kids = session.child_processes()
         if kids:
-            out["violations"].append(("process", f"the submission started {len(kids)} process(es) ({where}) that outlive the "
-                                      "call; work must happen inside forward, in the server's own process"))
+            out["violations"].append(
+                (
+                    "process",
+                    f"the submission started {len(kids)} process(es) ({where}) that outlive the "
+                    "call; work must happen inside forward, in the server's own process",
+                )
+            )
         extra = session.threads() - session.base_threads
         if extra > s.thread_allowance:
-            out["violations"].append(("thread", f"the server gained {extra} OS threads ({where}; {s.thread_allowance} allowed "
-                                      "for runtime pools); host threads may not run work outside the timed call"))
+            out["violations"].append(
+                (
+                    "thread",
+                    f"the server gained {extra} OS threads ({where}; {s.thread_allowance} allowed "
+                    "for runtime pools); host threads may not run work outside the timed call",
+                )
+            )
 
     def _report(self, out: dict[str, Any], session: ServerSession, started: float) -> EvaluationReport:
         seen: set[str] = set()
@@ -310,12 +396,21 @@ class Driver:
                 seen.add(rule)
                 violations.append((str(rule)[:40], str(message)[:500]))
         return EvaluationReport(
-            stage=str(out.get("stage", "")), error=str(out.get("error", "")), import_failed=bool(out.get("import_failed")),
-            trials=tuple(out.get("trials", ())), times_ms=tuple(out.get("times_ms", ())), raw_ms=tuple(out.get("raw_ms", ())),
-            event_ms=tuple(out.get("event_ms", ())), overhead_ms=session.overhead_ms, violations=tuple(violations),
-            low_variance=str(out.get("low_variance", "")), profile=tuple(out.get("profile", ())),
+            stage=str(out.get("stage", "")),
+            error=str(out.get("error", "")),
+            import_failed=bool(out.get("import_failed")),
+            trials=tuple(out.get("trials", ())),
+            times_ms=tuple(out.get("times_ms", ())),
+            raw_ms=tuple(out.get("raw_ms", ())),
+            event_ms=tuple(out.get("event_ms", ())),
+            overhead_ms=session.overhead_ms,
+            violations=tuple(violations),
+            low_variance=str(out.get("low_variance", "")),
+            profile=tuple(out.get("profile", ())),
             killed=bool(session.dead and "time bound" in session.dead) or session.killed_by_limit(),
-            sandbox=session.proc.mode if session.proc is not None else "", seconds=time.perf_counter() - started)
+            sandbox=session.proc.mode if session.proc is not None else "",
+            seconds=time.perf_counter() - started,
+        )
 
 
 def _plain(out: Any) -> Any:

@@ -73,11 +73,14 @@ class _Prepared:
         facts = harness.output_facts(out)
         self.template = out
         self.facts = TaskFacts(
-            output_bytes=int(facts["output_bytes"]), integer_output=bool(facts["integer_output"]),
-            input_bytes=harness.input_bytes(inputs), dtype=harness.input_dtype(inputs),
+            output_bytes=int(facts["output_bytes"]),
+            integer_output=bool(facts["integer_output"]),
+            input_bytes=harness.input_bytes(inputs),
+            dtype=harness.input_dtype(inputs),
             flops=harness.count_flops(self.model, inputs),
             param_bytes=sum(p.numel() * p.element_size() for p in self.model.state_dict().values()),
-            call_ms=call_ms)
+            call_ms=call_ms,
+        )
         del inputs
 
     def write_job(self, job_dir: Path) -> None:
@@ -164,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
             _reply(proto, server.handle(req))
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the orchestrator
             fatal = "CUDA error" in str(exc) or isinstance(exc, torch.OutOfMemoryError)
-            _reply(proto, WorkerFailure(error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(limit=8),
-                                        fatal=fatal))
+            _reply(
+                proto,
+                WorkerFailure(error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(limit=8), fatal=fatal),
+            )
             if fatal:
                 return 3  # a faulted CUDA context cannot be trusted: the orchestrator restarts us
     return 0

@@ -228,7 +228,7 @@ class JudgeResult:
         return json.dumps(_finite(self.to_dict()), indent=indent)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "JudgeResult":
+    def from_dict(cls, data: dict[str, Any]) -> JudgeResult:
         """Inverse of ``to_dict`` (derived keys are ignored)."""
         fields = dict(data)
         for key in ("correct", "passed", "speedup_vs_eager", "speedup_vs_compile"):

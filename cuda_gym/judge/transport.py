@@ -27,14 +27,14 @@ import socket
 import struct
 import subprocess
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
-from cuda_gym.errors import JudgeError
-from cuda_gym.judge.messages import ProtocolError, Segment, TensorRef, Value, decode, encode
+from cuda_gym.errors import JudgeError, PeerGone, ProtocolError
+from cuda_gym.judge.messages import Segment, TensorRef, Value, decode, encode
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +44,6 @@ MAX_FDS = 64
 """Most file descriptors one message may carry."""
 
 SCALAR_KINDS = {bool: "bool", int: "int", float: "float", str: "str", complex: "complex", type(None): "none"}
-
-
-class PeerGone(JudgeError):
-    """The other end closed the channel or sent nothing in time."""
 
 
 # ---------------------------------------------------------------------- channel
@@ -88,8 +84,9 @@ class Channel:
         except OSError as exc:
             raise PeerGone(f"the channel is closed ({exc})") from None
 
-    def recv(self, expected: Any = None, timeout_s: float | None = None,
-             alive: Callable[[], bool] | None = None) -> tuple[Any, list[int]]:
+    def recv(
+        self, expected: Any = None, timeout_s: float | None = None, alive: Callable[[], bool] | None = None
+    ) -> tuple[Any, list[int]]:
         """The next message and the file descriptors that came with it.
 
         Raises ``PeerGone`` when the peer closed the channel, when ``timeout_s`` passed, or when
@@ -107,7 +104,7 @@ class Channel:
                     self.sock.settimeout(wait)
                     data, anc, flags, _ = self.sock.recvmsg(MAX_MESSAGE, fd_bytes)
                 break
-            except (BlockingIOError, socket.timeout):
+            except (TimeoutError, BlockingIOError):
                 checks += 1
                 if not self.spin or checks % 4096 == 0:
                     now = time.monotonic()
@@ -158,7 +155,9 @@ def to_value(obj: Any, tensor_ref: Callable[[torch.Tensor], TensorRef]) -> Value
         return Value("dict", keys=tuple(str(k) for k in obj), items=tuple(to_value(v, tensor_ref) for v in obj.values()))
     kind = SCALAR_KINDS.get(type(obj))
     if kind is None:
-        raise ProtocolError(f"cannot pass an object of type {type(obj).__name__} (tensors, tuples, lists, dicts and scalars only)")
+        raise ProtocolError(
+            f"cannot pass an object of type {type(obj).__name__} (tensors, tuples, lists, dicts and scalars only)"
+        )
     if kind == "complex":
         return Value(kind, scalar=[obj.real, obj.imag])
     return Value(kind, scalar=obj)
@@ -214,7 +213,9 @@ def view(flat: torch.Tensor, ref: TensorRef) -> torch.Tensor:
     dt = dtype_of(ref.dtype)
     start, nbytes = span_bytes(ref)
     if start + nbytes > flat.numel():
-        raise ProtocolError(f"a tensor reference reaches {start + nbytes} bytes past its base, beyond the {flat.numel()} shared")
+        raise ProtocolError(
+            f"a tensor reference reaches {start + nbytes} bytes past its base, beyond the {flat.numel()} shared"
+        )
     if nbytes == 0:
         return torch.empty(ref.shape, dtype=dt, device=flat.device)
     if start % dt.itemsize:
@@ -258,8 +259,14 @@ class HostArena:
         if start + nbytes > self.size:
             raise JudgeError(f"the input arena of {self.size} bytes is too small for {start + nbytes}: a bug in its sizing")
         self.top = start + nbytes
-        ref = TensorRef(dtype=str(src.dtype).replace("torch.", ""), shape=tuple(src.shape), strides=tuple(src.stride()),
-                        offset=0, segment=0, base=start)
+        ref = TensorRef(
+            dtype=str(src.dtype).replace("torch.", ""),
+            shape=tuple(src.shape),
+            strides=tuple(src.stride()),
+            offset=0,
+            segment=0,
+            base=start,
+        )
         dst = view(self.flat[start:], ref)
         dst.copy_(src)
         return dst, ref
@@ -268,7 +275,7 @@ class HostArena:
         """The arena tensor ``ref`` describes."""
         if ref.segment != 0 or ref.base < 0 or ref.base > self.size:
             raise ProtocolError("an input reference outside the arena")
-        return view(self.flat[ref.base:], ref)
+        return view(self.flat[ref.base :], ref)
 
     def close(self) -> None:
         """Unmap (the fd stays with its owner)."""
@@ -336,7 +343,7 @@ class RemoteMemory:
         buf = (ctypes.c_char * len(out)).from_buffer(out)
         addrs = [ref.base + size * element_offset(ref, p) for p in positions]
         for lo in range(0, len(addrs), self.IOV_MAX):
-            part = addrs[lo: lo + self.IOV_MAX]
+            part = addrs[lo : lo + self.IOV_MAX]
             local = (_IOVec * len(part))(*[_IOVec(ctypes.addressof(buf) + size * (lo + i), size) for i in range(len(part))])
             remote = (_IOVec * len(part))(*[_IOVec(a, size) for a in part])
             n = _libc().process_vm_readv(self.pid, local, len(part), remote, len(part), 0)
@@ -371,8 +378,12 @@ def vmm_pool_library(cache_root: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(f".{os.getpid()}.tmp")
     cc = os.environ.get("CC") or "cc"
-    proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", str(_SHIM_SOURCE), "-o", str(tmp), "-ldl", "-lpthread"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [cc, "-O2", "-shared", "-fPIC", str(_SHIM_SOURCE), "-o", str(tmp), "-ldl", "-lpthread"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if proc.returncode != 0:
         raise JudgeError(f"cannot build the judge's GPU memory shim with {cc}: {proc.stderr[-1000:]}; install a C compiler")
     os.replace(tmp, target)
@@ -392,8 +403,13 @@ class _CudaArray:
     """An object with ``__cuda_array_interface__`` over raw device bytes (``torch.as_tensor`` wraps it)."""
 
     def __init__(self, ptr: int, nbytes: int) -> None:
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3,
-                                         "strides": None}
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (ptr, False),
+            "version": 3,
+            "strides": None,
+        }
 
 
 class DevicePool:
@@ -409,7 +425,12 @@ class DevicePool:
         self.device = torch.device(device)
         self.lib = ctypes.CDLL(str(library))
         self.lib.cg_lookup.restype = ctypes.c_int
-        self.lib.cg_lookup.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64)]
+        self.lib.cg_lookup.argtypes = [
+            ctypes.c_uint64,
+            ctypes.c_uint64,
+            ctypes.POINTER(ctypes.c_uint64),
+            ctypes.POINTER(ctypes.c_uint64),
+        ]
         self.lib.cg_export.restype = ctypes.c_int
         self.lib.cg_export.argtypes = [ctypes.c_int]
         allocator = torch.cuda.memory.CUDAPluggableAllocator(str(library), "cg_alloc", "cg_free")
@@ -432,8 +453,14 @@ class DevicePool:
         seg = self.lib.cg_lookup(start, max(nbytes, 1), ctypes.byref(base), ctypes.byref(size))
         if seg < 0:
             raise LookupError("not in the shared pool")
-        ref = TensorRef(dtype=str(t.dtype).replace("torch.", ""), shape=tuple(t.shape), strides=tuple(t.stride()),
-                        offset=t.storage_offset(), segment=seg, base=start - base.value)
+        ref = TensorRef(
+            dtype=str(t.dtype).replace("torch.", ""),
+            shape=tuple(t.shape),
+            strides=tuple(t.stride()),
+            offset=t.storage_offset(),
+            segment=seg,
+            base=start - base.value,
+        )
         if seg in sent:
             return ref, None, -1
         fd = self.lib.cg_export(seg)
@@ -470,10 +497,16 @@ class PeerSegments:
     def _map(self, fd: int, size: int) -> torch.Tensor:
         cu = self.cu
         handle = ctypes.c_uint64()
-        _cu_check(cu.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd), 1), "cuMemImportFromShareableHandle")
+        _cu_check(
+            cu.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd), 1), "cuMemImportFromShareableHandle"
+        )
         ptr = ctypes.c_uint64()
-        _cu_check(cu.cuMemAddressReserve(ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(0), ctypes.c_uint64(0),
-                                         ctypes.c_uint64(0)), "cuMemAddressReserve")
+        _cu_check(
+            cu.cuMemAddressReserve(
+                ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(0), ctypes.c_uint64(0), ctypes.c_uint64(0)
+            ),
+            "cuMemAddressReserve",
+        )
         _cu_check(cu.cuMemMap(ptr, ctypes.c_size_t(size), ctypes.c_size_t(0), handle, ctypes.c_uint64(0)), "cuMemMap")
         acc = _Access(_Loc(1, self.index), 3)
         _cu_check(cu.cuMemSetAccess(ptr, ctypes.c_size_t(size), ctypes.byref(acc), ctypes.c_size_t(1)), "cuMemSetAccess")
@@ -488,7 +521,7 @@ class PeerSegments:
             raise ProtocolError(f"a tensor in segment {ref.segment}, which was never shared")
         if not 0 <= ref.base <= flat.numel():
             raise ProtocolError("a tensor reference outside its segment")
-        return view(flat[ref.base:], ref)
+        return view(flat[ref.base :], ref)
 
     def close(self) -> None:
         """Unmap every imported segment (after synchronizing: no work of ours may still read them)."""

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cuda_gym.errors import JudgeError
-from cuda_gym.judge.messages import Greet, Greeting, ProtocolError, Quit, WorkerFailure, decode, encode
+from cuda_gym.errors import JudgeError, ProtocolError
+from cuda_gym.judge.messages import Greet, Greeting, Quit, WorkerFailure, decode, encode
 from cuda_gym.text import clean_output
 
 log = logging.getLogger(__name__)
@@ -64,8 +64,15 @@ class ReferenceWorker:
         errlog = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "cuda_gym.judge.reference_worker", "--device", self.device,
-                 "--cache-dir", str(self.cache_root)],
+                [
+                    sys.executable,
+                    "-m",
+                    "cuda_gym.judge.reference_worker",
+                    "--device",
+                    self.device,
+                    "--cache-dir",
+                    str(self.cache_root),
+                ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=errlog,
