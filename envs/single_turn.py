@@ -96,18 +96,19 @@ class SingleTurnKernelEnv(KernelEnvBase):
         return observation, reward, True, False, info
 
     def _write(self, solution: Solution) -> str:
+        """Write the answer's files with the file tools' checks: confined, never over protected
+        files, within the size budgets, atomically; anything wrong is a ``ToolError`` (a -1 verdict)."""
+        from cuda_gym.tools.files import write_file
+
         ws = self.workspace
         assert ws is not None
         if solution.single_file is not None:
-            (ws.root / SINGLE_FILE_NAME).write_text(solution.single_file)
+            write_file(ws, SINGLE_FILE_NAME, solution.single_file)
             return "single_file"
-        targets = []
-        for rel, content in solution.files.items():
+        for rel in solution.files:
             path = ws.resolve(rel)  # raises ToolError on escapes before anything is written
             if ws.is_protected(path):  # also catches aliases such as kernels/../model.py
                 raise SolutionFormatError(f"{rel} is protected infrastructure and cannot be written; leave it out")
-            targets.append((path, content))
-        for path, content in targets:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content)
+        for rel, content in solution.files.items():
+            write_file(ws, rel, content)
         return "files"

@@ -80,3 +80,22 @@ def test_turn_limit_with_a_link_to_kmsg_does_not_hang(tmp_path: Path) -> None:
         pytest.skip("no /proc/kmsg here")
     _, reward, truncated, info = _turn_limit_episode(tmp_path, "ln -s /proc/kmsg kernels/x.h")
     assert truncated and info["final_eval"] and reward == -1
+
+
+@pytest.mark.parametrize("answer, message", [
+    ("```cpp kernels/a.cpp\nint x; \ud800\n```", "lone surrogate"),  # UnicodeEncodeError out of step
+    ("```cpp " + "a" * 300 + ".cpp\nint x;\n```", "too long"),         # OSError ENAMETOOLONG
+    ("```python\nclass ModelNew: pass\n\ud800\n```", "lone surrogate"),
+    ("```cpp model_new.py/x.cpp\nint x;\n```", "model_new.py is not a directory"),  # FileExistsError
+])
+def test_single_turn_hostile_answers_score_minus_one(tmp_path: Path, answer: str, message: str) -> None:
+    import gymnasium as gym
+
+    env = gym.make("CpuKernelSingleTurn-Builtin-v0", task_ids=[TASK_ID], workspace_dir=tmp_path)
+    try:
+        env.reset()
+        obs, reward, terminated, _, info = env.step(answer)
+        assert terminated and reward == -1 and not info["parse_ok"]
+        assert obs.startswith("Error: ") and message in obs
+    finally:
+        env.close()
