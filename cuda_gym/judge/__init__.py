@@ -2,6 +2,6 @@
 
 from cuda_gym.judge.config import PEAKS, JudgeConfig
 from cuda_gym.judge.judge import Judge
-from cuda_gym.judge.result import JudgeResult, KernelStat, Mode, TrialResult, Timing, Violation
+from cuda_gym.judge.result import JudgeResult, KernelStat, Mode, Timing, TrialResult, Violation
 
 __all__ = ["PEAKS", "Judge", "JudgeConfig", "JudgeResult", "KernelStat", "Mode", "Timing", "TrialResult", "Violation"]

@@ -6,9 +6,10 @@ import fcntl
 import json
 import logging
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from cuda_gym.paths import write_text_atomic
 

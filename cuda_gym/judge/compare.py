@@ -102,7 +102,9 @@ def _compare_leaf(r: Any, c: Any, path: str, tolerances: Tolerances) -> Comparis
 
 def _compare_tensor(r: torch.Tensor, c: torch.Tensor, path: str, tolerances: Tolerances) -> Comparison:
     if c.dtype != r.dtype:
-        return Comparison(False, math.inf, math.inf, f"{path}: expected dtype {dtype_name(r.dtype)}, got {dtype_name(c.dtype)}")
+        return Comparison(
+            False, math.inf, math.inf, f"{path}: expected dtype {dtype_name(r.dtype)}, got {dtype_name(c.dtype)}"
+        )
     if c.shape != r.shape:
         return Comparison(False, math.inf, math.inf, f"{path}: expected shape {tuple(r.shape)}, got {tuple(c.shape)}")
     if c.device != r.device:
@@ -115,7 +117,9 @@ def _compare_tensor(r: torch.Tensor, c: torch.Tensor, path: str, tolerances: Tol
         diff = (c.to(torch.int64) - r.to(torch.int64)).abs()
         n_bad = int((diff != 0).sum())
         err = float(diff.max())
-        return Comparison(False, err, math.inf, f"{path}: {n_bad} of {r.numel()} integer elements differ (exact match required)")
+        return Comparison(
+            False, err, math.inf, f"{path}: {n_bad} of {r.numel()} integer elements differ (exact match required)"
+        )
     atol, rtol = tolerances.get(dtype_name(r.dtype), (DEFAULT_TOLERANCE, DEFAULT_TOLERANCE))
     if r.is_complex():
         r, c = torch.view_as_real(r), torch.view_as_real(c)
@@ -134,7 +138,9 @@ def _compare_tensor(r: torch.Tensor, c: torch.Tensor, path: str, tolerances: Tol
     cand_finite = torch.isfinite(cw)
     if not bool(cand_finite.all()):
         n_bad = int((~cand_finite).sum())
-        return Comparison(False, math.inf, math.inf, f"{path}: {n_bad} of {rw.numel()} elements are NaN or inf where the reference is finite")
+        return Comparison(
+            False, math.inf, math.inf, f"{path}: {n_bad} of {rw.numel()} elements are NaN or inf where the reference is finite"
+        )
     diff = (cw - rw).abs()
     mag = rw.abs()
     max_abs = float(diff.max())
@@ -169,10 +175,14 @@ def _spread_check(r: torch.Tensor, c: torch.Tensor, path: str, spread_tol: float
     err = float(torch.linalg.vector_norm(cw - rw))
     if err <= spread_tol * spread:
         return res
-    return Comparison(False, res.max_abs_error, res.max_rel_error,
-                      f"{path}: the error is {err / spread:.3g} of the reference output's own spread (at most {spread_tol:g} "
-                      "allowed): the output does not follow the reference (zeros or a constant pass the elementwise "
-                      "tolerance here because the outputs are tiny against it)")
+    return Comparison(
+        False,
+        res.max_abs_error,
+        res.max_rel_error,
+        f"{path}: the error is {err / spread:.3g} of the reference output's own spread (at most {spread_tol:g} "
+        "allowed): the output does not follow the reference (zeros or a constant pass the elementwise "
+        "tolerance here because the outputs are tiny against it)",
+    )
 
 
 def constant_would_pass(refs: Sequence[Any], tolerances: Tolerances) -> str:
@@ -190,7 +200,8 @@ def constant_would_pass(refs: Sequence[Any], tolerances: Tolerances) -> str:
         if not all(bool(torch.isfinite(v).all()) for v in values):
             continue
 
-        def passes(const: torch.Tensor | float) -> bool:
+        def passes(const: torch.Tensor | float, values: list[torch.Tensor] = values, atol: float = atol,
+                   rtol: float = rtol) -> bool:
             return all(bool(((v - const).abs() <= atol + rtol * v.abs()).all()) for v in values)
 
         if passes(0.0):

@@ -347,7 +347,8 @@ class ServerSession:
             "it never finished (killed at the per-call time bound)"
             if timeout
             else (
-                f"the server process died ({reason}; exit status {code}): it crashed (e.g. a segfault, abort, CUDA fault or os._exit)"
+                f"the server process died ({reason}; exit status {code}): "
+                "it crashed (e.g. a segfault, abort, CUDA fault or os._exit)"
             )
         )
         self.dead = f"{why}. Output:\n{tail}" if tail.strip() else why

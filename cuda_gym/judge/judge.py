@@ -10,23 +10,21 @@ measure and caches) the eager and ``torch.compile`` timings, and applies the pla
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import math
 import os
 import shutil
-import statistics
 import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from cuda_gym.errors import JudgeError
 from cuda_gym.judge.baselines import BaselineCache
 from cuda_gym.judge.config import TIMING_METHOD, JudgeConfig
+from cuda_gym.judge.judgements import JudgementCache, tree_hash
 from cuda_gym.judge.messages import (
     BaselineReport,
     Evaluate,
@@ -38,10 +36,11 @@ from cuda_gym.judge.messages import (
     TaskFacts,
     TimeBaseline,
 )
+from cuda_gym.judge.plausibility import implausible, noise_note, noisy, timing_from
 from cuda_gym.judge.result import JudgeResult, KernelStat, Mode, Timing, TrialResult, Violation
 from cuda_gym.judge.rules import check_submission
 from cuda_gym.judge.worker_client import ReferenceWorker
-from cuda_gym.paths import cache_dir, write_text_atomic
+from cuda_gym.paths import cache_dir
 from cuda_gym.sandbox import Sandbox
 from cuda_gym.tasks.task import Task
 from cuda_gym.text import clean_output
@@ -78,9 +77,11 @@ class Judge:
         self.config = JudgeConfig.from_dict(config)
         self.cache_root = self.config.cache_dir or cache_dir()
         self.baseline_cache = BaselineCache(self.cache_root / "baselines")
+        self.judgements = JudgementCache(self.cache_root / "judgements", self.config.cache_judgements)
         self._lock = threading.RLock()
-        self._ref = ReferenceWorker(self.config.device, self.cache_root / "judge" / "logs", self.config.reference_timeout_s,
-                                    self.cache_root)
+        self._ref = ReferenceWorker(
+            self.config.device, self.cache_root / "judge" / "logs", self.config.reference_timeout_s, self.cache_root
+        )
 
     # ------------------------------------------------------------------ public API
 
@@ -96,8 +97,9 @@ class Judge:
         """The final judgement (mode ``full``)."""
         return self.evaluate(ws.task, workspace=ws, mode="full")
 
-    def evaluate(self, task: Task, *, workspace: Any = None, solution: str | os.PathLike[str] | None = None,
-                 mode: Mode = "full") -> JudgeResult:
+    def evaluate(
+        self, task: Task, *, workspace: Any = None, solution: str | os.PathLike[str] | None = None, mode: Mode = "full"
+    ) -> JudgeResult:
         """Judge one submission of ``task``.
 
         Args:
@@ -121,13 +123,14 @@ class Judge:
             try:
                 sub = self._submission(task, workspace, solution, job_dir)
                 key = self._judgement_key(task, sub, mode)
-                cached = self._cached_judgement(key)
+                cached = self.judgements.get(key)
                 if cached is not None:
                     return cached
                 result = JudgeResult(task_id=task.id, mode=mode, device=self.config.device)
                 report = self._run(task, sub, mode, result, job_dir)
                 result.seconds = time.perf_counter() - start
-                self._store_judgement(key, result, cacheable=not _killed(report) and not result.noise)
+                if not _killed(report) and not result.noise:  # verdicts that depend on load are not kept
+                    self.judgements.put(key, result)
                 return result
             finally:
                 if not self.config.keep_jobs:
@@ -188,7 +191,7 @@ class Judge:
 
             workspace = Workspace.open(Path(workspace), task, flavour)
         root = Path(workspace.root)
-        return _Sub("workspace", root, getattr(workspace, "flavour", flavour), _tree_hash(root), workspace=workspace)
+        return _Sub("workspace", root, getattr(workspace, "flavour", flavour), tree_hash(root), workspace=workspace)
 
     def _run(self, task: Task, sub: _Sub, mode: Mode, result: JudgeResult, job_dir: Path) -> EvaluationReport | None:
         """Fill ``result``; return the driver's report (``None`` when the build failed before it)."""
@@ -197,7 +200,13 @@ class Judge:
         module_path: Path | None = None
         if sub.kind == "workspace":
             for rel in sub.workspace.tampered():
-                result.violations.append(Violation("infra-tamper", f"protected file {rel} was changed or removed; infrastructure files and model.py are read-only", file=str(rel)))
+                result.violations.append(
+                    Violation(
+                        "infra-tamper",
+                        f"protected file {rel} was changed or removed; infrastructure files and model.py are read-only",
+                        file=str(rel),
+                    )
+                )
             module_path = self._build(sub, result)
             if module_path is None:
                 return None
@@ -223,7 +232,9 @@ class Judge:
             result.profile = _kernels(report.profile)[:15]
             if result.correct:
                 try:
-                    answer = self._ask(task, ProfileReference(code_hash=task.code_hash, calls=self.config.profile_calls or 1), ProfileReport)
+                    answer = self._ask(
+                        task, ProfileReference(code_hash=task.code_hash, calls=self.config.profile_calls or 1), ProfileReport
+                    )
                     result.reference_profile = _kernels(answer.rows)
                 except JudgeError as exc:
                     log.warning("reference profile failed: %s", exc)
@@ -253,8 +264,14 @@ class Judge:
         from cuda_gym.build.inline import prepare
 
         assert sub.solution_path is not None
-        built = prepare(sub.solution_path, job_dir, sub.flavour, self.config.build, sandbox=Sandbox(writable=[]),
-                        timeout_s=self.config.timeout_s)
+        built = prepare(
+            sub.solution_path,
+            job_dir,
+            sub.flavour,
+            self.config.build,
+            sandbox=Sandbox(writable=[]),
+            timeout_s=self.config.timeout_s,
+        )
         if not built.recording.calls and not built.recording.error:
             # No extension at all (a PyTorch-only ModelNew): nothing to build; any later load_inline is refused.
             empty = job_dir / "inline_modules.json"
@@ -267,8 +284,9 @@ class Judge:
         return built.manifest, [Path(r.module_path) for r in built.results if r.module_path]
 
     def _prepare(self, task: Task, job_dir: Path | None) -> TaskFacts:
-        req = Prepare(code=task.code, code_hash=task.code_hash, init_seed=self.config.init_seed,
-                      job_dir=str(job_dir) if job_dir else "")
+        req = Prepare(
+            code=task.code, code_hash=task.code_hash, init_seed=self.config.init_seed, job_dir=str(job_dir) if job_dir else ""
+        )
         return self._ask(task, req, TaskFacts)
 
     def _ask(self, task: Task, req: Any, expected: type) -> Any:
@@ -291,26 +309,47 @@ class Judge:
             allowance = (os.cpu_count() or 1) + 2 if not cfg.is_cuda else 2
         load = cfg.timeout_s
         return RunSettings(
-            correctness_trials=cfg.correctness_trials, warmup=cfg.warmup, warmup_s=cfg.warmup_s,
-            timed_calls=cfg.n_timed, tolerances=cfg.tolerances(), sample_threshold_bytes=cfg.sample_threshold_bytes,
-            spread_tol=cfg.spread_tol, thread_allowance=allowance, memory_bytes=cfg.memory_bytes or 0,
-            load_timeout_s=load, call_timeout_s=cfg.call_timeout_s,
+            correctness_trials=cfg.correctness_trials,
+            warmup=cfg.warmup,
+            warmup_s=cfg.warmup_s,
+            timed_calls=cfg.n_timed,
+            tolerances=cfg.tolerances(),
+            sample_threshold_bytes=cfg.sample_threshold_bytes,
+            spread_tol=cfg.spread_tol,
+            thread_allowance=allowance,
+            memory_bytes=cfg.memory_bytes or 0,
+            load_timeout_s=load,
+            call_timeout_s=cfg.call_timeout_s,
             wall_s=load + cfg.timeout_s + (cfg.timing_budget_s if mode != "verify" else 0.0),
-            held_out=cfg.held_out_shapes)
+            held_out=cfg.held_out_shapes,
+        )
 
-    def _evaluate(self, task: Task, sub: _Sub, mode: Mode, job_dir: Path, module_path: Path | None,
-                  inline: tuple[Path, list[Path]] | None = None) -> EvaluationReport:
+    def _evaluate(
+        self,
+        task: Task,
+        sub: _Sub,
+        mode: Mode,
+        job_dir: Path,
+        module_path: Path | None,
+        inline: tuple[Path, list[Path]] | None = None,
+    ) -> EvaluationReport:
         readonly = [str(sub.static_path)]
         if module_path is not None:
             readonly.append(str(Path(module_path).parent))
         if inline is not None:
             readonly += [str(inline[0])] + [str(p.parent) for p in inline[1]]
-        req = Evaluate(code_hash=task.code_hash, job_dir=str(job_dir), kind=sub.kind, mode=mode,  # type: ignore[arg-type]
-                       settings=self._settings(sub, mode),
-                       solution_path=str(sub.solution_path) if sub.solution_path else "",
-                       workspace_root=str(sub.static_path) if sub.kind == "workspace" else "",
-                       module_path=str(module_path) if module_path else "",
-                       inline_manifest=str(inline[0]) if inline else "", readonly=tuple(readonly))
+        req = Evaluate(
+            code_hash=task.code_hash,
+            job_dir=str(job_dir),
+            kind=sub.kind,
+            mode=mode,  # type: ignore[arg-type]
+            settings=self._settings(sub, mode),
+            solution_path=str(sub.solution_path) if sub.solution_path else "",
+            workspace_root=str(sub.static_path) if sub.kind == "workspace" else "",
+            module_path=str(module_path) if module_path else "",
+            inline_manifest=str(inline[0]) if inline else "",
+            readonly=tuple(readonly),
+        )
         return self._ask(task, req, EvaluationReport)
 
     def _record(self, report: EvaluationReport, result: JudgeResult) -> None:
@@ -320,46 +359,32 @@ class Judge:
         result.compiled = True
         if report.error:
             result.error = clean_output(report.error, self.config.output_limit)
-        result.trials.extend(TrialResult(seed=t.seed, passed=t.passed, max_abs_error=t.max_abs_error,
-                                         max_rel_error=t.max_rel_error, message=t.message, timed=t.timed,
-                                         held_out=t.held_out)
-                             for t in report.trials)
+        result.trials.extend(
+            TrialResult(
+                seed=t.seed,
+                passed=t.passed,
+                max_abs_error=t.max_abs_error,
+                max_rel_error=t.max_rel_error,
+                message=t.message,
+                timed=t.timed,
+                held_out=t.held_out,
+            )
+            for t in report.trials
+        )
         result.low_variance_output = bool(report.low_variance)
         if report.times_ms:
             result.candidate = timing_from(report.times_ms, report.raw_ms, report.event_ms, report.overhead_ms)
             result.timed_seconds = sum(report.raw_ms) / 1000.0
 
     def _judge_speed(self, task: Task, facts: TaskFacts, result: JudgeResult) -> None:
-        cfg = self.config
+        """Baselines, noise and the plausibility bounds of a correct, timed result."""
         if result.candidate is None or not result.correct:
             return
         result.eager, result.compile, compile_error = self._baselines(task, facts)
         if compile_error:
             result.fingerprint["compile_error"] = compile_error[:300]
-        noisy = [name for name, t in (("candidate", result.candidate), ("eager", result.eager), ("compile", result.compile))
-                 if t is not None and _noisy(t, cfg.noise_iqr)]
-        if noisy:
-            result.noise = (f"noisy measurement of {', '.join(noisy)}: the spread (IQR) exceeds {cfg.noise_iqr:.0%} of the median; "
-                            "the speedups rest on unstable timings")
-        if cfg.max_speedup > 0 and result.speedup_vs_eager > cfg.max_speedup:
-            result.violations.append(Violation("suspect-speedup", f"{result.speedup_vs_eager:.1f}x faster than eager PyTorch is beyond the plausible limit ({cfg.max_speedup:g}x); such results come from skipped work or broken timing"))
-        floor = self._speed_of_light_ms(facts)
-        if floor > 0 and cfg.sol_factor > 0 and result.candidate.median_ms < cfg.sol_factor * floor:
-            result.violations.append(Violation("suspect-speedup", f"median {result.candidate.median_ms:.4f} ms is below {cfg.sol_factor:g}x the speed-of-light floor of {floor:.4f} ms for this task's FLOPs and bytes on this GPU"))
-
-    def _speed_of_light_ms(self, facts: TaskFacts) -> float:
-        if not self.config.is_cuda:
-            return 0.0
-        name = self._ref.device_name
-        peak = next((p for model, p in self.config.peak_table().items() if model in name), None)
-        if not peak:
-            return 0.0
-        dtype = facts.dtype
-        tflops = peak.get("bf16_tflops" if dtype in ("float16", "bfloat16") else "tf32_tflops" if dtype == "float32" else "fp32_tflops", 0.0)
-        t_compute = facts.flops / (tflops * 1e12) if tflops > 0 else 0.0
-        nbytes = facts.input_bytes + facts.output_bytes
-        t_memory = nbytes / (peak.get("bandwidth_tbs", 0.0) * 1e12) if peak.get("bandwidth_tbs") else 0.0
-        return max(t_compute, t_memory) * 1000.0
+        result.noise = noise_note(result, self.config.noise_iqr)
+        result.violations.extend(implausible(result, facts, self._ref.device_name, self.config))
 
     def _baseline_path(self, task: Task, facts: TaskFacts) -> Path:
         torch_version = self._ref.fingerprint.get("torch", "unknown")
@@ -385,15 +410,23 @@ class Judge:
     def _measure_baselines(self, task: Task) -> dict[str, Any]:
         """Eager and compile timings through the driver; a noisy one is measured once more (not cached if still noisy)."""
         cfg = self.config
-        entry: dict[str, Any] = {"eager": None, "compile": None, "compile_error": "", "fingerprint": self._ref.fingerprint,
-                                 "method": TIMING_METHOD, "warmup": cfg.warmup, "warmup_ms": cfg.warmup_ms,
-                                 "timed_calls": cfg.n_timed, "noisy": False}
+        entry: dict[str, Any] = {
+            "eager": None,
+            "compile": None,
+            "compile_error": "",
+            "fingerprint": self._ref.fingerprint,
+            "method": TIMING_METHOD,
+            "warmup": cfg.warmup,
+            "warmup_ms": cfg.warmup_ms,
+            "timed_calls": cfg.n_timed,
+            "noisy": False,
+        }
         kinds = [("eager", "reference")] + ([("compile", "compile")] if cfg.compile_baseline else [])
         for name, kind in kinds:
             timing, error = self._time_reference(task, kind)
-            if timing is not None and _noisy(Timing(**timing), cfg.noise_iqr):
+            if timing is not None and noisy(Timing(**timing), cfg.noise_iqr):
                 timing, error = self._time_reference(task, kind)
-                entry["noisy"] = entry["noisy"] or (timing is not None and _noisy(Timing(**timing), cfg.noise_iqr))
+                entry["noisy"] = entry["noisy"] or (timing is not None and noisy(Timing(**timing), cfg.noise_iqr))
             if name == "eager" and timing is None:
                 raise JudgeError(f"the reference program could not be timed on {cfg.device}: {error}")
             entry[name] = timing
@@ -413,8 +446,12 @@ class Judge:
         try:
             self._prepare(task, job_dir)
             sub = _Sub("workspace", job_dir, "cuda" if self.config.is_cuda else "cpu", "")
-            req = TimeBaseline(code_hash=task.code_hash, kind=kind, job_dir=str(job_dir),  # type: ignore[arg-type]
-                               settings=self._settings(sub, "full"))
+            req = TimeBaseline(
+                code_hash=task.code_hash,
+                kind=kind,
+                job_dir=str(job_dir),  # type: ignore[arg-type]
+                settings=self._settings(sub, "full"),
+            )
             answer = self._ask(task, req, BaselineReport)
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
@@ -423,67 +460,18 @@ class Judge:
         timing = timing_from(answer.times_ms, answer.raw_ms, answer.event_ms, answer.overhead_ms)
         return {k: v for k, v in asdict(timing).items() if k != "source"}, ""
 
-    # ------------------------------------------------------------------ judgement cache
-
     def _judgement_key(self, task: Task, sub: _Sub, mode: Mode) -> str:
-        parts = [task.code_hash, sub.kind, sub.source_hash, self.config.device, self.config.fingerprint(), mode]
-        return hashlib.sha256("\0".join(parts).encode()).hexdigest()
-
-    def _judgement_path(self, key: str) -> Path:
-        return self.cache_root / "judgements" / key[:2] / f"{key}.json"
-
-    def _cached_judgement(self, key: str) -> JudgeResult | None:
-        if not self.config.cache_judgements:
-            return None
-        path = self._judgement_path(key)
-        try:
-            result = JudgeResult.from_dict(json.loads(path.read_text()))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, TypeError) as exc:
-            log.warning("ignoring unreadable judgement cache entry %s: %s", path, exc)
-            return None
-        result.fingerprint["judgement"] = "cache"
-        return result
-
-    def _store_judgement(self, key: str, result: JudgeResult, cacheable: bool) -> None:
-        if not self.config.cache_judgements or not cacheable:
-            return
-        path = self._judgement_path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, result.to_json(indent=None))
+        return JudgementCache.key(
+            [task.code_hash, sub.kind, sub.source_hash, self.config.device, self.config.fingerprint(), mode]
+        )
 
 
 # ---------------------------------------------------------------------- helpers
 
 
-def _noisy(t: Timing, limit: float) -> bool:
-    return limit > 0 and t.median_ms > 0 and t.iqr_ms > limit * t.median_ms
-
-
-def timing_from(times_ms: Sequence[float], raw_ms: Sequence[float], event_ms: Sequence[float], overhead_ms: float) -> Timing:
-    """A ``Timing`` of trusted call times (overhead subtracted), with the raw round trips as host times
-    and the server's own CUDA-event times (advisory) beside them."""
-    timing = Timing.from_calls(list(zip(times_ms, raw_ms or times_ms)))
-    events = [e for e in event_ms if e >= 0]
-    return replace(timing, overhead_ms=overhead_ms,
-                   event_median_ms=statistics.median(events) if events else math.nan)
-
-
 def _kernels(rows: Sequence[tuple[str, int, float]]) -> list[KernelStat]:
     total = sum(r[2] for r in rows) or 1.0
     return [KernelStat(name=str(n)[:200], calls=int(c), total_ms=float(t), share=float(t) / total) for n, c, t in rows]
-
-
-def _tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        h.update(str(path.relative_to(root)).encode() + b"\0")
-        try:
-            h.update(hashlib.sha256(path.read_bytes()).digest())
-        except OSError:
-            h.update(b"unreadable")
-    return h.hexdigest()
 
 
 def _killed(report: EvaluationReport | None) -> bool:
