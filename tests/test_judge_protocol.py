@@ -1,0 +1,84 @@
+"""The judge's typed messages and the driver <-> server transport, with real processes and memory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from cuda_gym.errors import JudgeError, ProtocolError
+from cuda_gym.judge.messages import Call, EvaluationReport, Reply, Segment, TensorRef, TrialFacts, Value, decode, encode
+from cuda_gym.judge.transport import Channel, HostArena, RemoteMemory, from_value, to_value, view
+
+
+def test_messages_round_trip_and_reject_anything_else() -> None:
+    ref = TensorRef("float32", (2, 3), (3, 1), 0, 1, 0)
+    msg = Call(seq=4, inputs=(Value("tuple", items=(Value("tensor", tensor=ref), Value("int", scalar=3))),),
+               segments=(Segment(1, 2 << 20),), audit=True)
+    assert decode(encode(msg)) == msg
+    report = EvaluationReport(stage="done", trials=(TrialFacts(7, True, 0.0, float("inf"), "", True),))
+    assert decode(encode(report)).trials[0].max_rel_error == float("inf")
+    raw = encode(msg)
+    for bad, why in [(raw.replace(b'"seq"', b'"sequence"'), "unknown key"),
+                     (raw.replace(b'"seq":4,', b""), "missing key"),
+                     (raw.replace(b'"seq":4', b'"seq":"4"'), "expected an integer"),
+                     (raw.replace(b'"Call"', b'"Cal"'), "unknown message type"),
+                     (b"[1, 2]", "JSON object"), (b"{not json", "not a JSON")]:
+        with pytest.raises(ProtocolError, match=why):
+            decode(bad)
+    assert issubclass(ProtocolError, JudgeError)  # a protocol failure is the judge's, never the agent's -1
+    with pytest.raises(ProtocolError, match="expected Reply"):
+        decode(raw, Reply)
+
+
+def test_values_describe_structures_and_views_respect_offsets() -> None:
+    arena = HostArena(1 << 16)
+    a, b = torch.randn(4, 5), torch.arange(7, dtype=torch.int64)
+    refs = []
+    value = to_value((a, [b, 2.5, None], {"k": True}), lambda t: refs.append(arena.place(t)[1]) or refs[-1])
+    back = from_value(value, arena.tensor)
+    assert torch.equal(back[0], a) and torch.equal(back[1][0], b) and back[1][1:] == [2.5, None] and back[2] == {"k": True}
+    assert refs[0].base != refs[1].base  # two inputs never alias
+    flat = torch.arange(100, dtype=torch.uint8)
+    strided = view(flat[8:], TensorRef("uint8", (3, 2), (1, 3), 2, 0, 8))
+    assert strided.tolist() == [[10, 13], [11, 14], [12, 15]]
+    with pytest.raises(ProtocolError, match="beyond"):
+        view(flat[90:], TensorRef("uint8", (20,), (1,), 0, 0, 90))
+    with pytest.raises(ProtocolError, match="cannot pass"):
+        to_value(object(), lambda t: None)
+
+
+CHILD = textwrap.dedent('''
+    import socket, sys, torch
+    from cuda_gym.judge.messages import Hello, Reply, Value, TensorRef
+    from cuda_gym.judge.transport import Channel
+    ch = Channel(socket.socket(fileno=int(sys.argv[1])))
+    out = torch.arange(12, dtype=torch.float32).reshape(3, 4) * 2
+    ch.send(Hello(pid=0, device="cpu"), credentials=True)
+    ref = TensorRef("float32", (3, 4), (4, 1), 0, -1, out.untyped_storage().data_ptr())
+    ch.send(Reply(seq=1, outputs=Value("tensor", tensor=ref)))
+    ch.recv()
+''')
+
+
+def test_channel_credentials_and_remote_reads_of_another_process() -> None:
+    mine, theirs = Channel.pair()
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(theirs.fileno())], pass_fds=[theirs.fileno()])
+    theirs.close()
+    ch = Channel(mine)
+    try:
+        ch.recv(timeout_s=120)
+        assert ch.peer_pid == proc.pid  # the kernel's word, not the message's (which said 0)
+        reply, _ = ch.recv(Reply, timeout_s=60)
+        ref = reply.outputs.tensor
+        remote = RemoteMemory(ch.peer_pid)
+        assert torch.equal(remote.read_tensor(ref), torch.arange(12, dtype=torch.float32).reshape(3, 4) * 2)
+        assert remote.gather(ref, [0, 5, 11]).tolist() == [0.0, 10.0, 22.0]
+        with pytest.raises(OSError):
+            remote.read(8, 16)  # an address the process does not map
+    finally:
+        ch.close()
+        proc.wait(timeout=30)
