@@ -116,6 +116,7 @@ def _kind_summary(task_id: str, results: list) -> dict:
         "candidate_iqr_ms": [c.iqr_ms for c in cands],
         "candidate_event_medians_ms": events,
         "overhead_ms_per_call": [c.overhead_ms for c in cands],
+        "diagnostics": [r.diagnostics for r in results],
         "eager_ms": eager.median_ms if eager else None,
         "eager_event_ms": eager.event_median_ms if eager else None,
         "compile_ms": comp.median_ms if comp else None,

@@ -95,6 +95,10 @@ class CallResult:
     """Why the sampled bytes differ from the bytes read afterwards (the answer came before the work)."""
     profile: tuple[tuple[str, int, float], ...] = ()
     busy: bool = False
+    parts_ms: tuple[float, float, float] = (math.nan, math.nan, math.nan)
+    """Where the round trip went: release to answer, mapping new segments, reading the sample."""
+    new_segments: int = 0
+    """Output segments the answer shared for the first time (each costs an import and a mapping)."""
 
 
 class ServerSession:
@@ -255,6 +259,7 @@ class ServerSession:
         try:
             self.channel.send(msg, fds)
             reply, rfds = self.channel.recv(Reply, timeout_s, self._alive)
+            t_reply = time.perf_counter()
             if reply.seq != self.seq:
                 raise ProtocolError(f"answer to call {reply.seq} while waiting for {self.seq}")
             if reply.error:
@@ -267,6 +272,7 @@ class ServerSession:
             elif rfds:
                 for fd in rfds:
                     os.close(fd)
+            t_mapped = time.perf_counter()
             leaves = tensor_leaves(reply.outputs)
             samples = [self._sample(ref) for ref in leaves]
             t1 = time.perf_counter()
@@ -279,7 +285,13 @@ class ServerSession:
             self._open_idle()
             return CallResult(error=f"the server's answer could not be read: {exc}", busy=busy)
         result = CallResult(
-            ms=(t1 - t0) * 1000.0, event_ms=reply.event_ms, violations=list(reply.violations), profile=reply.profile, busy=busy
+            ms=(t1 - t0) * 1000.0,
+            event_ms=reply.event_ms,
+            violations=list(reply.violations),
+            profile=reply.profile,
+            busy=busy,
+            parts_ms=((t_reply - t0) * 1000.0, (t_mapped - t_reply) * 1000.0, (t1 - t_mapped) * 1000.0),
+            new_segments=len(reply.segments),
         )
         if keep:
             try:

@@ -372,6 +372,7 @@ class Judge:
             for t in report.trials
         )
         result.low_variance_output = bool(report.low_variance)
+        result.diagnostics = dict(report.diagnostics)
         if report.times_ms:
             result.candidate = timing_from(report.times_ms, report.raw_ms, report.event_ms, report.overhead_ms)
             result.timed_seconds = sum(report.raw_ms) / 1000.0

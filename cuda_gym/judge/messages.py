@@ -280,6 +280,9 @@ class EvaluationReport:
     killed: bool = False
     sandbox: str = ""
     seconds: float = 0.0
+    diagnostics: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Where the timed calls' time went (medians of the parts of the round trip, the driver's flush,
+    new output segments): for investigating the measurement, never part of a verdict."""
 
 
 @dataclass(frozen=True)
@@ -301,6 +304,7 @@ class BaselineReport:
     event_ms: tuple[float, ...] = ()
     overhead_ms: float = 0.0
     error: str = ""
+    diagnostics: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)

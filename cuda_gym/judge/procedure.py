@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -117,7 +118,12 @@ class Driver:
             out["stage"] = "timing"
             timed = self._timed(task, session, s, out, check=True)
             out["trials"] = trials + timed["trials"]
-            out.update(times_ms=timed["times"], raw_ms=timed["raw"], event_ms=timed["events"])
+            out.update(
+                times_ms=timed["times"],
+                raw_ms=timed["raw"],
+                event_ms=timed["events"],
+                diagnostics=timed.get("diagnostics", {}),
+            )
             if not out.get("error") and req.mode == "profile":
                 out["stage"] = "profile"
                 res = session.call(self._inputs(task), profile=True, timeout_s=self._bound(task, s, False))
@@ -325,6 +331,8 @@ class Driver:
         trials: list[TrialFacts] = []
         raw: list[float] = []
         events: list[float] = []
+        parts: list[tuple[float, float, float]] = []
+        new_segments = 0
         busy = 0
         for i in range(s.timed_calls):
             if check:
@@ -340,6 +348,8 @@ class Driver:
                 break
             raw.append(res.ms)
             events.append(res.event_ms)
+            parts.append(res.parts_ms)
+            new_segments += res.new_segments
             busy += res.busy
         if raw and busy > max(1, int(0.2 * len(raw))):
             out["violations"].append(
@@ -358,7 +368,15 @@ class Driver:
                 )
             )
         times = [max(r - session.overhead_ms, 1e-6) for r in raw]
-        return {"trials": trials, "times": times, "raw": raw, "events": events}
+        diagnostics = {
+            "overhead_ms": session.overhead_ms,
+            "flush_ms": session.flush_ms,
+            "timed_new_segments": float(new_segments),
+        }
+        for i, name in enumerate(("answer_ms", "map_ms", "sample_ms")):
+            values = [p[i] for p in parts if p[i] == p[i]]
+            diagnostics[f"{name}_median"] = statistics.median(values) if values else float("nan")
+        return {"trials": trials, "times": times, "raw": raw, "events": events, "diagnostics": diagnostics}
 
     # ------------------------------------------------------------------ trusted checks
 
@@ -408,6 +426,7 @@ class Driver:
             low_variance=str(out.get("low_variance", "")),
             profile=tuple(out.get("profile", ())),
             killed=bool(session.dead and "time bound" in session.dead) or session.killed_by_limit(),
+            diagnostics=dict(out.get("diagnostics", {})),
             sandbox=session.proc.mode if session.proc is not None else "",
             seconds=time.perf_counter() - started,
         )

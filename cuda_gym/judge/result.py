@@ -144,8 +144,11 @@ class JudgeResult:
         profile: per-kernel table of the candidate; ``reference_profile`` of eager PyTorch.
         fingerprint: hardware and software facts (GPU name, driver, torch, CUDA, host).
         seconds: wall time of the whole evaluation; ``timed_seconds`` spent in timed calls.
-        noise: why the timings are unreliable (a spread beyond 10% of a median), else empty; such a
-            verdict is not cached.
+        noise: why the timings are unreliable (a spread beyond ``JudgeConfig.noise_iqr`` of a median),
+            else empty; such a verdict is not cached.
+        diagnostics: where the candidate's timed calls spent their round trip (medians in ms of the
+            parts: ``answer_ms``, ``map_ms``, ``sample_ms``; ``overhead_ms``, ``flush_ms``,
+            ``timed_new_segments``): for investigating measurements, not part of any verdict.
     """
 
     task_id: str
@@ -166,6 +169,7 @@ class JudgeResult:
     seconds: float = 0.0
     timed_seconds: float = 0.0
     noise: str = ""
+    diagnostics: dict[str, float] = field(default_factory=dict)
 
     @property
     def correct(self) -> bool:
