@@ -229,6 +229,7 @@ def test_grep_reads_braces_as_python_re_does(ws: Any) -> None:
     files.write_file(ws, "k.cpp", "abc\nint f() {e<=1}\nxx\n")
     # The `regex` module alone reads {e<=1} as "at most one error": 'abd' would match 'abc'.
     assert "no matches" in search.grep(ws, "abd{e<=1}")
+    assert "no matches" in search.grep(ws, "a[[]{e<=1}")  # a brace after a class holding '['
     assert "k.cpp:2:" in search.grep(ws, "f\\(\\) {e<=1}")
     assert "k.cpp:3:" in search.grep(ws, "x{2}")
 

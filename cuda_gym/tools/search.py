@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -288,7 +289,7 @@ def _escape_braces(pattern: str) -> str:
             i += 2
             continue
         if in_class:
-            in_class = c != "]" or pattern[i - 1] == "["
+            in_class = c != "]"  # `[]` and `[^]` openers were consumed whole below
         elif c == "[":
             in_class = True
             if pattern.startswith("[]", i) or pattern.startswith("[^]", i):
@@ -314,7 +315,9 @@ def compile_pattern(pattern: str, budgets: ToolBudgets = DEFAULT_BUDGETS) -> Any
     if len(pattern) > budgets.grep_pattern_chars:
         raise ToolError(f"grep: the pattern has {len(pattern)} characters; at most {budgets.grep_pattern_chars}")
     try:
-        parsed = _sre_parse.parse(pattern)
+        with warnings.catch_warnings():  # re's FutureWarnings ("possible nested set") are not the agent's news
+            warnings.simplefilter("ignore")
+            parsed = _sre_parse.parse(pattern)
     except RecursionError:
         raise ToolError("grep: the pattern is nested too deeply; simplify it") from None
     except Exception as exc:  # re.error, and OverflowError for counts past the engine's limit
