@@ -321,6 +321,8 @@ def test_fifo_and_device_links_never_block_or_leak(ws: Any) -> None:
     out = search.grep(ws, "include", path="kernels")  # walks past the FIFO and links without opening them
     assert "kernels/k.cpp:1:" in out and "1 matching lines in 1 files" in out
     assert "kernels/fifo.h" in search.glob(ws, "kernels/*")
+    with pytest.raises(ToolError, match="a FIFO"):  # named by the agent: say why, do not skip silently
+        search.grep(ws, "x", path="kernels/fifo.h")
 
 
 def test_link_loops_and_bad_names_are_tool_errors(ws: Any) -> None:

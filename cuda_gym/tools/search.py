@@ -352,14 +352,17 @@ class _GrepState:
 
 
 def _grep_file(compiled: Any, path: Path, rel: str, st: _GrepState, deadline: float,
-               budgets: ToolBudgets) -> None:
-    """Search one file (skipped when it is not a regular UTF-8-ish text file within the budgets)."""
+               budgets: ToolBudgets, strict: bool = False) -> None:
+    """Search one file; one that is not a regular file within the budgets is skipped (``strict``:
+    the ``ToolError`` saying why is raised, for a file the agent named)."""
     if st.files >= budgets.grep_files:
         st.stopped = f"grep stopped after {budgets.grep_files} files: narrow path or glob"
         return
     try:
         data = read_regular(path, rel, min(budgets.max_file_bytes, budgets.grep_bytes - st.bytes))
     except ToolError:
+        if strict:
+            raise
         if budgets.grep_bytes - st.bytes < regular_size(path):
             st.stopped = f"grep stopped after reading {st.bytes} bytes (budget {budgets.grep_bytes}): narrow path or glob"
         return
@@ -405,7 +408,7 @@ def grep(ws: WorkspaceLike, pattern: str, path: str = ".", glob: str | None = No
     deadline = time.monotonic() + budgets.grep_seconds
     state = _GrepState(rows=[])
     if not stat.S_ISDIR(st_start.st_mode):
-        _grep_file(compiled, start, relative_name(root, start), state, deadline, budgets)
+        _grep_file(compiled, start, relative_name(root, start), state, deadline, budgets, strict=True)
     else:
         walk = _Walk(root, budgets.glob_entries, deadline)
         try:
