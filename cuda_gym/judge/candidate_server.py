@@ -97,7 +97,7 @@ class Server:
             init = torch.load(msg.init_path, weights_only=True)
             init = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in init]
             state = torch.load(msg.state_path, map_location=self.device, weights_only=True)
-            model = harness.build_model(model_cls, init, msg.init_seed, self.device)
+            model: Any = harness.build_model(model_cls, init, msg.init_seed, self.device)
             if state:
                 if not isinstance(model, torch.nn.Module):
                     raise CandidateError("ModelNew must be a torch.nn.Module (the reference has parameters to load)")
@@ -231,7 +231,7 @@ class Server:
                 dtype=str(t.dtype).replace("torch.", ""),
                 shape=tuple(t.shape),
                 strides=tuple(t.stride()),
-                offset=t.storage_offset(),
+                offset=int(t.storage_offset()),
                 segment=-1,
                 base=t.untyped_storage().data_ptr(),
             )

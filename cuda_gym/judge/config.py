@@ -192,7 +192,7 @@ class JudgeConfig:
 
     def tolerances(self) -> dict[str, tuple[float, float]]:
         """Tolerances of every float dtype, as sent to the reference worker."""
-        names = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")
+        names: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")
         names += tuple(k for k in {**self.atol, **self.rtol} if k not in names)
         return {name: self.tolerance(name) for name in names}
 

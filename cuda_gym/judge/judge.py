@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from cuda_gym.errors import JudgeError
 from cuda_gym.judge.baselines import BaselineCache
@@ -54,7 +54,7 @@ MODES = ("verify", "profile", "full")
 class _Sub:
     """A submission prepared for one evaluation."""
 
-    kind: str  # "workspace" | "single"
+    kind: Literal["workspace", "single"]
     static_path: Path
     flavour: str
     source_hash: str
@@ -256,6 +256,7 @@ class Judge:
             result.compiled = False
             result.compile_log = clean_output(built.log or "the build failed without output", self.config.output_limit)
             return None
+        assert built.module_path is not None
         return Path(built.module_path)
 
     def _build_single(self, sub: _Sub, job_dir: Path, result: JudgeResult) -> tuple[Path, list[Path]] | None:
@@ -342,7 +343,7 @@ class Judge:
             code_hash=task.code_hash,
             job_dir=str(job_dir),
             kind=sub.kind,
-            mode=mode,  # type: ignore[arg-type]
+            mode=mode,
             settings=self._settings(sub, mode),
             solution_path=str(sub.solution_path) if sub.solution_path else "",
             workspace_root=str(sub.static_path) if sub.kind == "workspace" else "",
@@ -422,7 +423,9 @@ class Judge:
             "timed_calls": cfg.n_timed,
             "noisy": False,
         }
-        kinds = [("eager", "reference")] + ([("compile", "compile")] if cfg.compile_baseline else [])
+        kinds: list[tuple[str, Literal["reference", "compile"]]] = [("eager", "reference")]
+        if cfg.compile_baseline:
+            kinds.append(("compile", "compile"))
         for name, kind in kinds:
             timing, error = self._time_reference(task, kind)
             if timing is not None and noisy(Timing(**timing), cfg.noise_iqr):
@@ -442,7 +445,7 @@ class Judge:
             return False
         return entry.get("compile") is not None or bool(entry.get("compile_error")) or not self.config.compile_baseline
 
-    def _time_reference(self, task: Task, kind: str) -> tuple[dict[str, Any] | None, str]:
+    def _time_reference(self, task: Task, kind: Literal["reference", "compile"]) -> tuple[dict[str, Any] | None, str]:
         job_dir = Path(tempfile.mkdtemp(prefix="cuda_gym_base_", dir=self._work_dir()))
         try:
             self._prepare(task, job_dir)
@@ -450,7 +453,7 @@ class Judge:
             req = TimeBaseline(
                 code_hash=task.code_hash,
                 kind=kind,
-                job_dir=str(job_dir),  # type: ignore[arg-type]
+                job_dir=str(job_dir),
                 settings=self._settings(sub, "full"),
             )
             answer = self._ask(task, req, BaselineReport)

@@ -93,7 +93,10 @@ class Timing:
     @classmethod
     def from_calls(cls, calls: Iterable[tuple[float, float]], source: str = "measured") -> Timing:
         """The timing of ``(event_ms, host_ms)`` pairs, one per timed call (see ``timing_stats``)."""
-        return cls(**timing_stats(calls), source=source)
+        stats = timing_stats(calls)
+        return cls(median_ms=float(stats["median_ms"]), min_ms=float(stats["min_ms"]), max_ms=float(stats["max_ms"]),
+                   iqr_ms=float(stats["iqr_ms"]), trials=int(stats["trials"]),
+                   host_median_ms=float(stats["host_median_ms"]), source=source)
 
 
 def timing_stats(calls: Iterable[tuple[float, float]]) -> dict[str, float | int]:

@@ -184,10 +184,12 @@ def from_value(value: Value, tensor: Callable[[TensorRef], torch.Tensor]) -> Any
         if not (isinstance(re_im, list) and len(re_im) == 2):
             raise ProtocolError("a complex value must be [re, im]")
         return complex(float(re_im[0]), float(re_im[1]))
-    expect = {"bool": bool, "int": int, "float": (int, float), "str": str}.get(kind)
+    kinds: dict[str, type | tuple[type, ...]] = {"bool": bool, "int": int, "float": (int, float), "str": str}
+    expect = kinds.get(kind)
     if expect is None or not isinstance(value.scalar, expect) or (kind != "bool" and isinstance(value.scalar, bool)):
         raise ProtocolError(f"a {kind!r} value holding {type(value.scalar).__name__}")
-    return float(value.scalar) if kind == "float" else value.scalar
+    scalar: Any = value.scalar
+    return float(scalar) if kind == "float" else scalar
 
 
 def tensor_leaves(value: Value) -> list[TensorRef]:
@@ -457,7 +459,7 @@ class DevicePool:
             dtype=str(t.dtype).replace("torch.", ""),
             shape=tuple(t.shape),
             strides=tuple(t.stride()),
-            offset=t.storage_offset(),
+            offset=int(t.storage_offset()),
             segment=seg,
             base=start - base.value,
         )
