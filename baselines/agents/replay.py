@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,11 +66,67 @@ def demo_solution(flavour: str) -> DemoSolution:
     return DemoSolution(task_id, files)
 
 
-def scripted_actions(solution: DemoSolution) -> list[str]:
-    """The demo agent's tool calls: read the task, write the files, compile, verify, profile, submit."""
+CHECKS = ("compile", "verify", "profile")
+"""The tool calls a replay makes between writing the files and ``submit`` (the demo's full path)."""
+
+
+def scripted_actions(solution: DemoSolution, checks: Sequence[str] = CHECKS) -> list[str]:
+    """The demo agent's tool calls: read the task, write the files, then ``checks`` and submit.
+
+    ``checks=()`` writes and submits only: one judgement per episode (what a benchmark of stored
+    solutions needs); the default also compiles, verifies and profiles, as an agent would.
+    """
     actions = [format_tool_call("read_file", {"path": "model.py"})]
     for path, content in solution.files.items():
         actions.append(format_tool_call("write_file", {"path": path, "content": content}))
-    for tool in ("compile", "verify", "profile", "submit"):
+    for tool in (*checks, "submit"):
         actions.append(format_tool_call(tool, {}))
     return actions
+
+
+def load_solution(path: str | Path, task_id: str | None = None) -> DemoSolution:
+    """A stored solution: a workspace folder or a single ``model_new.py``-style file.
+
+    The task is ``task_id``, else the folder's ``task.txt`` (the demo layout) or the ``task`` key of
+    its ``meta.json`` (the layout of ``tests/solutions``). A single file becomes ``model_new.py``
+    (a single-file submission, e.g. with ``load_inline``) and needs ``task_id``.
+
+    Raises:
+        CudaGymError: the path is missing, empty, or names no task.
+    """
+    root = Path(path)
+    if root.is_file():
+        if not task_id:
+            raise CudaGymError(f"{root} is a single file: name its task (task_id=..., or a folder with task.txt)")
+        return DemoSolution(task_id, {"model_new.py": root.read_text()})
+    if not root.is_dir():
+        raise CudaGymError(f"no solution at {root}: give a workspace folder or a model_new.py file")
+    if task_id is None and (root / "task.txt").is_file():
+        task_id = (root / "task.txt").read_text().strip()
+    if task_id is None and (root / "meta.json").is_file():
+        task_id = str(json.loads((root / "meta.json").read_text()).get("task") or "") or None
+    if not task_id:
+        raise CudaGymError(f"the solution {root} names no task: add task.txt with the task id, or pass task_id")
+    files = {
+        str(p.relative_to(root)): p.read_text()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name not in ("task.txt", "meta.json") and "__pycache__" not in p.parts
+    }
+    if not files:
+        raise CudaGymError(f"the solution {root} holds no file besides its task name")
+    return DemoSolution(task_id, files)
+
+
+def load_solutions(root: str | Path) -> dict[str, DemoSolution]:
+    """Every solution folder directly under ``root`` (each with ``task.txt`` or ``meta.json``), by task id.
+
+    The first folder (in name order) of a task wins when several solve it.
+    """
+    out: dict[str, DemoSolution] = {}
+    for folder in sorted(Path(root).iterdir()):
+        if folder.is_dir() and ((folder / "task.txt").is_file() or (folder / "meta.json").is_file()):
+            solution = load_solution(folder)
+            out.setdefault(solution.task_id, solution)
+    if not out:
+        raise CudaGymError(f"no solution folder (with task.txt or meta.json) under {root}")
+    return out
