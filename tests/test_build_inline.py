@@ -82,6 +82,7 @@ def test_prepared_modules_serve_the_candidate_and_repeat_judgements_hit_the_cach
     assert first.ok, first.log
     again = prepare(source, tmp_path, "cpu", build_config)
     assert again.ok and all(r.cached for r in again.results)
+    assert again.recording.output == ""  # the recording came from the cache: no sandboxed run this time
     assert again.results[0].key == first.results[0].key
 
     planted = tmp_path / "torch_extensions"
@@ -110,6 +111,13 @@ def test_the_shim_refuses_calls_it_did_not_prebuild(tmp_path: Path) -> None:
         import importlib
 
         importlib.reload(cpp_ext)
+
+
+def test_a_linked_single_file_is_a_failed_build_not_an_exception(build_config: BuildConfig, tmp_path: Path) -> None:
+    link = tmp_path / "model_new.py"
+    link.symlink_to("/proc/kmsg")
+    result = prepare(link, tmp_path, "cpu", build_config)
+    assert not result.ok and "plain Python file" in result.log
 
 
 def test_a_compile_error_is_the_agents_failed_build(build_config: BuildConfig, tmp_path: Path) -> None:

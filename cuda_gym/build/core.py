@@ -265,7 +265,8 @@ def build_workspace(ws: Any, config: BuildConfig | None = None, sandbox: Any = N
         if plan.missing or not config.use_cache:
             with file_locks([store.lock_path(u) for u in plan.missing] if config.use_cache else []):
                 plan = lookup()  # a concurrent builder of the same contents may have stored them meanwhile
-                return _compile_and_link(ws, config, sandbox, tc, root, work, snap, plan, infra_obj, started)
+                if plan.missing or not config.use_cache:
+                    return _compile_and_link(ws, config, sandbox, tc, root, work, snap, plan, infra_obj, started)
         return _link(ws, config, sandbox, tc, root, work, snap, plan, infra_obj, started)
 
 

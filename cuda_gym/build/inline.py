@@ -294,9 +294,12 @@ def prepare(source: Path, job_dir: Path, flavour: str, config: BuildConfig | Non
 
     ``ok=False`` with the compiler's log when a call does not compile (the agent's compile error);
     a file that fails to import before its calls is reported the same way. The manifest maps each
-    call's key to its module path in the build cache (read-only for the candidate).
+    call's key to its module path in the build cache (read-only for the candidate). A recording is
+    kept in the build cache by the file's content, so judging the same file again runs nothing but
+    cache lookups.
     """
-    recording = record_calls(source, timeout_s=timeout_s, sandbox_mode=getattr(sandbox, "mode", None))
+    config = config or BuildConfig()
+    recording = _cached_recording(Path(source), config, timeout_s, getattr(sandbox, "mode", None))
     if not recording.calls:
         why = recording.error or "it calls torch.utils.cpp_extension.load_inline nowhere at import"
         return Prepared(False, f"no extension was built: {why}", None, [], recording)
@@ -311,6 +314,29 @@ def prepare(source: Path, job_dir: Path, flavour: str, config: BuildConfig | Non
     path = Path(job_dir) / MANIFEST_NAME
     path.write_text(json.dumps(manifest, indent=1))
     return Prepared(True, "", path, results, recording)
+
+
+def _cached_recording(source: Path, config: BuildConfig, timeout_s: float, mode: str | None) -> Recording:
+    """:func:`record_calls`, remembered by the file's content and torch's version (trusted writes only)."""
+    import torch
+
+    from cuda_gym.build.files import UnreadableFile, read_regular
+    from cuda_gym.build.store import cache_root, write_json_atomic
+
+    try:
+        data = read_regular(source, 16 * 2**20)
+    except UnreadableFile as exc:
+        return Recording(error=f"{exc}: submit a plain Python file")
+    key = hashlib.sha256(b"cuda_gym-inline-record-1\0" + torch.__version__.encode() + b"\0" + data).hexdigest()
+    path = cache_root(config) / "inline" / f"{key}.json"
+    try:
+        return Recording([InlineCall.from_json(c) for c in json.loads(path.read_text())])
+    except (OSError, ValueError, KeyError, TypeError, BuildError):
+        pass
+    recording = record_calls(source, timeout_s=timeout_s, sandbox_mode=mode)
+    if recording.calls and recording.error is None:
+        write_json_atomic(path, [c.to_json() for c in recording.calls])
+    return recording
 
 
 # -- 3. the candidate's shim -----------------------------------------------------------------------

@@ -133,10 +133,15 @@ def work_dir(root: Path) -> Iterator[Path]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+_SWEPT_FILES: set[Path] = set()
+
+
 def sweep(root: Path, *, now: float | None = None) -> list[Path]:
     """Remove what interrupted builds left: work folders nobody holds, ``.tmp-*`` files, old PCH temporaries.
 
-    Returns what was removed. Cheap when there is nothing to do (one listing of ``tmp/``).
+    Returns what was removed. Work folders are checked on every call (one listing of ``tmp/``); the
+    stray ``.tmp-*`` files of killed installs once per process and cache root (that walk grows with
+    the cache).
     """
     now = time.time() if now is None else now
     removed: list[Path] = []
@@ -159,7 +164,11 @@ def sweep(root: Path, *, now: float | None = None) -> list[Path]:
                     now - folder.stat().st_mtime >= STALE_AFTER_S:
                 shutil.rmtree(folder, ignore_errors=True)
                 removed.append(folder)
-    for pattern in ("*/.tmp-*", "*/*/.tmp-*", "objects/*/.tmp-*", "pch/*/.pch.*", "infra/*/.binding.*"):
+    patterns = ["pch/*/.pch.*", "infra/*/.binding.*", "pch/*/.tmp-*"]  # one folder per toolchain: cheap
+    if root not in _SWEPT_FILES:
+        patterns += ["*/.tmp-*", "*/*/.tmp-*"]
+        _SWEPT_FILES.add(root)
+    for pattern in patterns:
         for path in root.glob(pattern):
             with contextlib.suppress(OSError):
                 if now - path.stat().st_mtime >= STALE_AFTER_S:
