@@ -32,6 +32,7 @@ LIMIT_S = 1.0
 def run(actions: int = 10_000, seed: int = 2026, judge_rate: float = 0.0,
         limit_s: float = LIMIT_S) -> dict[str, Any]:
     """Play ``actions`` hostile actions, then an honest episode; return the summary."""
+    from cuda_gym.errors import CudaGymError
     from env_helpers import CPU_ID, HONEST, TASK_ID, call, play, write_all
     from fuzz_actions import EPISODE_STEPS, HostileActions, fuzz, make_fuzz_env
 
@@ -40,7 +41,11 @@ def run(actions: int = 10_000, seed: int = 2026, judge_rate: float = 0.0,
         try:
             stats = fuzz(env, HostileActions(seed=seed, judge_rate=judge_rate), actions)
             t0 = time.perf_counter()
-            total, info, _ = play(env, [write_all(HONEST.files), call("submit")], options={"task_id": TASK_ID})
+            try:  # an infrastructure failure of the judge is reported, not mistaken for the fuzz's
+                total, info, _ = play(env, [write_all(HONEST.files), call("submit")], options={"task_id": TASK_ID})
+                honest_error = ""
+            except CudaGymError as exc:
+                total, info, honest_error = float("nan"), {}, f"{type(exc).__name__}: {exc}"[:2000]
             honest_s = time.perf_counter() - t0
         finally:
             env.close()
@@ -48,7 +53,7 @@ def run(actions: int = 10_000, seed: int = 2026, judge_rate: float = 0.0,
     summary.update(
         seed=seed, judge_rate=judge_rate, limit_s=limit_s, env_id=CPU_ID, task_id=TASK_ID,
         episode_steps=EPISODE_STEPS, honest_reward=total, honest_correct=bool(info.get("correct")),
-        honest_seconds=honest_s,
+        honest_seconds=honest_s, honest_error=honest_error,
         python=platform.python_version(), machine=platform.machine(), cpus=os.cpu_count(),
         date=datetime.date.today().isoformat(),
     )
