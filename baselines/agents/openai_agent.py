@@ -57,10 +57,6 @@ class OpenAIAgentConfig:
             raise ConfigError("max_retries and backoff_s must be >= 0")
 
 
-class ContextOverflow(CudaGymError):
-    """The server refused the conversation as too long even after it was cut."""
-
-
 def _is_overflow(exc: Exception) -> bool:
     """Whether a 400 answer says the prompt exceeds the context (OpenAI's code or vLLM/SGLang's text)."""
     code = getattr(exc, "code", None)
@@ -131,10 +127,10 @@ class OpenAIAgent:
             else:
                 self.conversation.add({"role": "user", "content": obs})
         self._pending_call_id = None
-        try:
-            message = self._complete()
-        except ContextOverflow as exc:
-            logger.warning("ending the episode with submit: %s", exc)
+        message = self._complete()
+        if message is None:
+            logger.warning("the conversation overflows the context of %s even cut: ending the episode with submit",
+                           self.model)
             self.stop_reason = "context_overflow"
             return format_tool_call("submit", {})
         return self._to_action(message)
@@ -142,7 +138,8 @@ class OpenAIAgent:
     # -- requests ---------------------------------------------------------------------------------
 
     def _complete(self) -> Any:
-        """One completion of the conversation, retried on transient errors and cut on overflow."""
+        """One completion of the conversation, retried on transient errors and cut on overflow;
+        ``None`` when the server still says the context overflows after two harder cuts."""
         budget = self.config.context_tokens - self.config.max_tokens
         for cut in range(3):
             messages = self.conversation.fit(budget)
@@ -163,7 +160,7 @@ class OpenAIAgent:
             if not response.choices:
                 raise CudaGymError("the chat server answered with no choices: check the model name and the server log")
             return response.choices[0].message
-        raise ContextOverflow(f"the conversation overflows the context of {self.model} even cut to ~{budget} tokens")
+        return None
 
     def _request(self, messages: list[dict[str, Any]]) -> Any:
         """``chat.completions.create`` with retries and exponential backoff on transient failures."""
