@@ -1,4 +1,4 @@
-"""The ``cuda-gym`` command line: tasks, data, doctor, judge, baselines, demo, play.
+"""The ``cuda-gym`` command line: tasks, data, doctor, judge, baselines, demo, play, eval.
 
 Each command is a ``cmd_*`` function taking the parsed arguments and returning an exit code;
 ``build_parser`` wires them. Only this module prints.
@@ -36,7 +36,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_doctor_command(sub)
     _add_demo_commands(sub)
     _add_judge_commands(sub)
+    _add_eval_command(sub)
     return parser
+
+
+def _add_eval_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``eval`` command: an agent over a task set, with the benchmark report (``cuda_gym.baselines.evaluate``)."""
+    from cuda_gym.baselines.evaluate.cli import DESCRIPTION, add_eval_arguments
+
+    ev = sub.add_parser("eval", help="benchmark an agent over a task set (resumable), with the report",
+                        description=DESCRIPTION)
+    add_eval_arguments(ev)
+    ev.set_defaults(func=cmd_eval)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """``cuda-gym eval ENV_ID``: see ``cuda_gym.baselines.evaluate.cli``."""
+    from cuda_gym.baselines.evaluate.cli import run_eval_command
+
+    return run_eval_command(args)
 
 
 def _subcommands(
