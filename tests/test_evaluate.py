@@ -203,3 +203,28 @@ def test_eval_resumes_after_sigkill(tmp_path: Path) -> None:
     third = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert third.returncode == 0 and "ran 0 task(s), skipped 3" in third.stdout, third.stdout + third.stderr
     assert results.read_text() == text
+
+
+def test_cli_report_only_rebuilds_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cuda_gym.cli import main
+
+    store = ResultsFile(tmp_path / "results.jsonl")
+    for record in RECORDS:
+        store.append(record)
+    assert main(["eval", "CudaKernel-L1-v0", "--output", str(store.path), "--report-only", "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert "L1: 4 tasks, pass 2/4 (50.0%)" in out and str(tmp_path / "report.md") in out
+    assert (tmp_path / "report.md").read_text().startswith("# Benchmark report")
+    assert not (tmp_path / "speedup_per_task.png").exists()
+
+
+def test_custom_agent_factories_are_imported_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuda_gym.baselines.evaluate.cli import _custom_factory
+
+    (tmp_path / "my_agents.py").write_text(
+        "from cuda_gym.baselines.agents import ReplayAgent\n\n\ndef make(task_id):\n    return ReplayAgent([])\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    factory = _custom_factory("my_agents:make")
+    assert factory("builtin/softmax").actions == []
+    with pytest.raises(ConfigError, match="module:factory"):
+        _custom_factory("my_agents")
