@@ -228,3 +228,14 @@ def test_custom_agent_factories_are_imported_by_name(tmp_path: Path, monkeypatch
     assert factory("builtin/softmax").actions == []
     with pytest.raises(ConfigError, match="module:factory"):
         _custom_factory("my_agents")
+
+
+def test_progress_bar_shows_live_pass_and_faster_than_compile(capsys: pytest.CaptureFixture[str]) -> None:
+    from cuda_gym.baselines.evaluate.harness import _Progress
+
+    bar = _Progress(total=5, done=RECORDS[:3], enabled=True, desc=CPU_ID)  # a resumed run: 3 already done
+    bar.update(RECORDS[4])
+    bar.close()
+    err = capsys.readouterr().err
+    assert "pass 2/3 (67%), faster than compile 1/3 (33%)" in err
+    assert "pass 3/4 (75%), faster than compile 2/4 (50%)" in err

@@ -250,7 +250,10 @@ class _Progress:
         n = len(self.records)
         passed = sum(r.passed for r in self.records)
         faster = sum(r.passed and r.speedup_vs_compile > 1.0 for r in self.records)
-        self.bar.set_postfix_str(f"pass {passed}/{n}, faster than compile {faster}/{n}")
+        def rate(k: int) -> str:
+            return f"{k}/{n} ({100 * k / n:.0f}%)" if n else "0/0"
+
+        self.bar.set_postfix_str(f"pass {rate(passed)}, faster than compile {rate(faster)}")
 
     def update(self, record: TaskRecord) -> None:
         """Count one finished task."""
