@@ -239,3 +239,28 @@ def test_progress_bar_shows_live_pass_and_faster_than_compile(capsys: pytest.Cap
     err = capsys.readouterr().err
     assert "pass 2/3 (67%), faster than compile 1/3 (33%)" in err
     assert "pass 3/4 (75%), faster than compile 2/4 (50%)" in err
+
+
+@pytest.mark.slow
+def test_parallel_episodes_each_on_their_own_env(tmp_path: Path) -> None:
+    """Two workers, two tasks: each episode runs in its own thread (own env and judge), both are recorded."""
+    import threading
+
+    from cuda_gym.baselines.agents import ReplayAgent
+    from cuda_gym.baselines.evaluate import EvalConfig, evaluate
+
+    threads: dict[str, str] = {}
+
+    class Recording(ReplayAgent):
+        def reset(self, obs: str, info: dict) -> None:
+            threads[info["task_id"]] = threading.current_thread().name
+            super().reset(obs, info)
+
+    run = evaluate(lambda task_id: Recording([]), EvalConfig(
+        env_id=CPU_ID, tasks=list(STUB_TASKS), output=tmp_path / "r.jsonl", parallel=2, progress=False, plots=False,
+        env_kwargs={"max_turns": 4}))
+    assert sorted(run.ran) == sorted(STUB_TASKS) and run.skipped == []
+    assert sorted(r.task_id for r in run.records) == sorted(STUB_TASKS)
+    assert all(r.final_eval and r.reward == -1 and r.steps == 1 for r in run.records)
+    assert set(threads) == set(STUB_TASKS) and len(set(threads.values())) == 2
+    assert len(ResultsFile(tmp_path / "r.jsonl").load()) == 2 and run.report["markdown"].is_file()
