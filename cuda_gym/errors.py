@@ -36,6 +36,14 @@ class BuildError(CudaGymError):
     """A workspace could not be built for reasons other than the agent's own compile errors."""
 
 
+class SnapshotError(BuildError):
+    """The workspace holds more source bytes or files than a build copies: remove generated or data files."""
+
+
+class UnreadableFileError(CudaGymError, OSError):
+    """A path that is not a regular file (a link, FIFO, device) or is too large, and so is never read."""
+
+
 class JudgeError(CudaGymError):
     """The judge itself failed (not the candidate): bad configuration, no device, broken task."""
 

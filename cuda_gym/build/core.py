@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from cuda_gym.build.config import KEY_VERSION, MODULE_NAME, SO_NAME, BuildConfig, BuildResult
-from cuda_gym.build.files import Snapshot, SnapshotError, snapshot
+from cuda_gym.build.files import Snapshot, snapshot
 from cuda_gym.build.logs import summarize_log
 from cuda_gym.build.store import (
     Hit,
@@ -43,7 +43,7 @@ from cuda_gym.build.store import (
     work_dir,
 )
 from cuda_gym.build.toolchain import Toolchain, _strip_paths, resolve_arch, toolchain
-from cuda_gym.errors import BuildError
+from cuda_gym.errors import BuildError, SnapshotError
 from cuda_gym.text import clean_output
 
 _TORCH_EXT_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]torch/extension\.h[>"]', re.MULTILINE)

@@ -10,7 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from cuda_gym.errors import SnapshotError, UnreadableFileError
+
 Kind = Literal["file", "dir", "link", "special", "missing"]
+
+UnreadableFile = UnreadableFileError
+"""The name callers used before the class moved to :mod:`cuda_gym.errors`."""
 
 
 @dataclass(frozen=True)
@@ -92,29 +97,25 @@ def kind_of(root: Path, rel: str) -> Kind:
     return kind
 
 
-class UnreadableFile(OSError):
-    """A path that is not a regular file (or is too large) and so is never read."""
-
-
 def read_regular(path: Path, limit: int) -> bytes:
     """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes and not a link.
 
     Opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat`` on the open descriptor, so a
     FIFO, a device or a ``/proc`` file behind a name never blocks or is read; raises
-    :class:`UnreadableFile` saying why. (Links in parent folders are the caller's concern: walk
+    :class:`UnreadableFileError` saying why. (Links in parent folders are the caller's concern: walk
     with :func:`walk` or check with :func:`kind_of`.)
     """
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
     except OSError as exc:
-        raise UnreadableFile(f"{path.name} cannot be opened as a plain file ({exc.strerror})") from exc
+        raise UnreadableFileError(f"{path.name} cannot be opened as a plain file ({exc.strerror})") from exc
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UnreadableFile(f"{path.name} is not a regular file")
+            raise UnreadableFileError(f"{path.name} is not a regular file")
         if st.st_size > limit:
-            raise UnreadableFile(f"{path.name} is larger than {limit} bytes")
+            raise UnreadableFileError(f"{path.name} is larger than {limit} bytes")
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -123,7 +124,7 @@ def read_regular(path: Path, limit: int) -> bytes:
                 break
             total += len(chunk)
             if total > limit:
-                raise UnreadableFile(f"{path.name} is larger than {limit} bytes")
+                raise UnreadableFileError(f"{path.name} is larger than {limit} bytes")
             chunks.append(chunk)
         return b"".join(chunks)
     finally:
@@ -139,10 +140,6 @@ SNAPSHOT_FILE_LIMIT = 4 * 2**20
 
 SNAPSHOT_TOTAL_LIMIT = 64 * 2**20
 SNAPSHOT_MAX_FILES = 4096
-
-
-class SnapshotError(OSError):
-    """The workspace holds more source bytes than a build copies."""
 
 
 @dataclass
@@ -189,7 +186,7 @@ def snapshot(src: Path, dest: Path, *, replace: dict[str, bytes] | None = None) 
             continue
         try:
             data = read_regular(src / entry.rel, SNAPSHOT_FILE_LIMIT)
-        except UnreadableFile as exc:
+        except UnreadableFileError as exc:
             skipped[entry.rel] = str(exc)
             continue
         total += len(data)

@@ -320,12 +320,12 @@ def _cached_recording(source: Path, config: BuildConfig, timeout_s: float, mode:
     """:func:`record_calls`, remembered by the file's content and torch's version (trusted writes only)."""
     import torch
 
-    from cuda_gym.build.files import UnreadableFile, read_regular
+    from cuda_gym.build.files import UnreadableFileError, read_regular
     from cuda_gym.build.store import cache_root, write_json_atomic
 
     try:
         data = read_regular(source, 16 * 2**20)
-    except UnreadableFile as exc:
+    except UnreadableFileError as exc:
         return Recording(error=f"{exc}: submit a plain Python file")
     key = hashlib.sha256(b"cuda_gym-inline-record-1\0" + torch.__version__.encode() + b"\0" + data).hexdigest()
     path = cache_root(config) / "inline" / f"{key}.json"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from cuda_gym.build.files import UnreadableFile, read_regular
+from cuda_gym.build.files import UnreadableFileError, read_regular
 from cuda_gym.judge.result import Violation
 from cuda_gym.judge.rules.cpp_checks import check_cpp
 from cuda_gym.judge.rules.lexer import strip_cpp
@@ -52,7 +52,7 @@ def check_submission(path: Path | str, flavour: str = "cuda", *, precision: str 
     if root.is_file():
         try:
             text = read_regular(root, MAX_SOURCE_BYTES).decode("utf-8", errors="replace")
-        except UnreadableFile as exc:
+        except UnreadableFileError as exc:
             return [Violation("unreadable", f"{exc}; submit a plain Python file.", root.name, 1)]
         return _dedup(check_python(text, root.name, config, root=root.parent))
     if not root.is_dir():

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuda_gym.build.files import Entry, UnreadableFile, kind_of, read_regular, walk
+from cuda_gym.build.files import Entry, UnreadableFileError, kind_of, read_regular, walk
 from cuda_gym.judge.result import Violation
 from cuda_gym.judge.rules.cpp_checks import include_target
 from cuda_gym.judge.rules.lexer import line_of, strip_cpp
@@ -100,7 +100,7 @@ def _is_unit(rel: str) -> bool:
 def _read(root: Path, rel: str, scan: Scan) -> str | None:
     try:
         return read_regular(root / rel, MAX_SOURCE_BYTES).decode("utf-8", errors="replace")
-    except UnreadableFile as exc:
+    except UnreadableFileError as exc:
         scan.found.append(Violation("unreadable", f"{rel}: {exc}; the checker reads plain files up to "
                                     f"{MAX_SOURCE_BYTES // 2**20} MiB.", rel, 1))
         return None
