@@ -225,12 +225,16 @@ def test_fork_bomb_stopped_without_a_pids_cgroup(mode: str, box: Path, monkeypat
     real = sandbox_module._cgroup_parent
     monkeypatch.setattr(sandbox_module, "_cgroup_parent", lambda c: None if c == "pids" else real(c))
     marker = f"cudagymbomb2{mode}"
-    res = Sandbox([box], mode=mode).run(f"{marker}(){{ {marker}|{marker}& }}; {marker}; sleep 30", cwd=box,
-                                        limits=Limits(wall_s=60, processes=200))
+    # A steady spawner, not an exponential bomb: without a cgroup nothing stops a real bomb between two
+    # scans, and one exhausted this host's PIDs (other shells failed to fork); 3000 sleepers in a row
+    # pass the bound just the same.
+    nap = f"31.{ord(mode[0])}{os.getpid() % 1000}"  # the sleepers' own mark, for the survivors check
+    spawn = f"{marker}(){{ for i in $(seq 3000); do sleep {nap} & done; wait; }}; {marker}"
+    res = Sandbox([box], mode=mode).run(spawn, cwd=box, limits=Limits(wall_s=60, processes=200))
     assert res.reason.startswith("process limit reached (200 processes and threads) (the sandbox stopped them)"), \
         res.reason
     assert res.seconds < 20 and not res.timed_out
-    assert survivors(marker) == []
+    assert survivors(marker) == [] and survivors(nap) == []
 
 
 def test_private_tmpfs_are_size_bounded(mode: str, box: Path) -> None:
