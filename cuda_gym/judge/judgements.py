@@ -8,7 +8,8 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from cuda_gym.build.files import UnreadableFile, read_regular, walk
+from cuda_gym.build.files import read_regular, walk
+from cuda_gym.errors import UnreadableFileError
 from cuda_gym.judge.result import JudgeResult
 from cuda_gym.paths import write_text_atomic
 
@@ -27,7 +28,7 @@ def tree_hash(root: Path) -> str:
             continue
         try:
             h.update(hashlib.sha256(read_regular(root / entry.rel, MAX_HASHED_FILE)).digest())
-        except (UnreadableFile, OSError):
+        except (UnreadableFileError, OSError):
             h.update(b"unreadable")
     return h.hexdigest()
 
