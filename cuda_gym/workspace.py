@@ -12,15 +12,12 @@ import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Literal
 
 from cuda_gym.errors import ToolError
 from cuda_gym.tasks.task import Task
+from cuda_gym.vocab import check_flavour
 
 logger = logging.getLogger(__name__)
-
-Flavour = Literal["cuda", "cpu"]
-FLAVOURS: tuple[str, ...] = ("cuda", "cpu")
 
 ROOT_NAME = "workspace"
 BUILD_NAME = "build"
@@ -96,8 +93,7 @@ def _init_params(code: str) -> str:
 
 def pristine_files(task: Task, flavour: str) -> dict[str, bytes]:
     """The content of every protected file for ``task`` and ``flavour``, as :meth:`Workspace.create` writes it."""
-    if flavour not in FLAVOURS:
-        raise ToolError(f"unknown workspace flavour {flavour!r}: use 'cuda' or 'cpu'")
+    check_flavour(flavour, "workspace flavour")
     tdir = template_dir()
     return {
         "SKILL.md": (tdir / flavour / "SKILL.md").read_bytes(),

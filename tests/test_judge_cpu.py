@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import judge_cases as cases
-from cuda_gym.errors import JudgeError
+from cuda_gym.errors import ConfigError, JudgeError
 from cuda_gym.judge import Judge, JudgeConfig, JudgeResult
 from cuda_gym.judge.baselines import BaselineCache
 from cuda_gym.judge.compare import compare_outputs, constant_would_pass
@@ -74,7 +74,7 @@ def test_constant_would_pass_flags_low_variance_outputs() -> None:
 
 
 def test_config_validation_names_the_problem() -> None:
-    with pytest.raises(JudgeError, match="device"):
+    with pytest.raises(ConfigError, match="device"):
         JudgeConfig(device="tpu")
     with pytest.raises(JudgeError, match="correctness_trials"):
         JudgeConfig(correctness_trials=0)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from build_fixtures import add_task
-from cuda_gym.errors import ToolError
+from cuda_gym.errors import ConfigError, ToolError
 from cuda_gym.workspace import PROTECTED, Workspace, model_new_stub
 
 
@@ -133,7 +133,7 @@ def test_open_refuses_a_missing_directory(tmp_path: Path) -> None:
 
 
 def test_unknown_flavour_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ToolError, match="flavour"):
+    with pytest.raises(ConfigError, match="flavour"):
         Workspace.create(add_task(), flavour="rocm", parent=tmp_path)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from cuda_gym.build.config import DEFAULT_ARCH, KEY_VERSION, MODULE_NAME, BuildConfig
 from cuda_gym.errors import BuildError
 from cuda_gym.host import find_cuda_home, find_cxx
+from cuda_gym.vocab import check_flavour
 
 logger = logging.getLogger(__name__)
 
@@ -188,8 +189,7 @@ def toolchain(flavour: str, arch: str) -> Toolchain:
     import torch
     import torch.utils.cpp_extension as cpp_ext
 
-    if flavour not in ("cuda", "cpu"):
-        raise BuildError(f"unknown flavour {flavour!r}: use 'cuda' or 'cpu'")
+    check_flavour(flavour)
     found_cxx = find_cxx()
     if found_cxx is None:
         raise BuildError("no C++ compiler found: install g++ (apt-get install g++) or set CXX")

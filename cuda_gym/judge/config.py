@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_gym.errors import JudgeError
+from cuda_gym.vocab import check_device, indexed_device
 
 DEFAULT_TOLERANCE = 1e-2
 """atol = rtol for every float dtype unless configured (the CUDA Agent paper's setting)."""
@@ -148,10 +149,7 @@ class JudgeConfig:
     """Keep job directories after evaluation (for debugging)."""
 
     def __post_init__(self) -> None:
-        if self.device != "cpu" and not self.device.startswith("cuda"):
-            raise JudgeError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
-        if self.device == "cuda":
-            self.device = "cuda:0"
+        self.device = indexed_device(check_device(self.device))
         if self.correctness_trials < 1:
             raise JudgeError("correctness_trials must be at least 1: a verdict needs one checked output")
         for name in ("warmup", "warmup_ms", "checked_timed_calls", "profile_calls"):

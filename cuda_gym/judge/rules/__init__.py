@@ -25,6 +25,7 @@ from cuda_gym.judge.rules.policy import (
 )
 from cuda_gym.judge.rules.python_checks import check_python
 from cuda_gym.judge.rules.scan import Scan, scan_workspace
+from cuda_gym.vocab import check_flavour
 
 
 def check_submission(path: Path | str, flavour: str = "cuda", *, precision: str = "fp32",
@@ -43,8 +44,7 @@ def check_submission(path: Path | str, flavour: str = "cuda", *, precision: str 
     Agent input never raises here: links, special files and oversized or unparsable sources are
     violations (``io``, ``unreadable``).
     """
-    if flavour not in ("cuda", "cpu"):
-        raise ValueError(f"flavour must be 'cuda' or 'cpu', not {flavour!r}")
+    check_flavour(flavour)
     config = RuleConfig(flavour=flavour, precision=precision)
     root = Path(path)
     if root.is_symlink():
