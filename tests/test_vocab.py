@@ -46,3 +46,20 @@ def test_env_settings_and_task_loaders_use_the_vocabulary() -> None:
     with pytest.raises(ConfigError, match="size must be 'small', 'default'"):
         get_task("builtin/softmax", size="huge")
     assert KernelEnvConfig(device="cuda:1").flavour == "cuda"
+
+
+def test_every_place_that_takes_a_word_checks_it_the_same_way(tmp_path) -> None:
+    from cuda_gym.build.toolchain import toolchain
+    from cuda_gym.judge import JudgeConfig
+    from cuda_gym.judge.rules import check_submission
+    from cuda_gym.workspace import Workspace
+
+    task = get_task("builtin/softmax", size="small")
+    for refuse in (lambda: Workspace.create(task, flavour="rocm", parent=tmp_path),
+                   lambda: toolchain("rocm", ""),
+                   lambda: check_submission(tmp_path, "rocm")):
+        with pytest.raises(ConfigError, match="flavour must be 'cuda', 'cpu', got 'rocm'"):
+            refuse()
+    with pytest.raises(ConfigError, match="device must be 'cpu', 'cuda' or 'cuda:N', got 'tpu'"):
+        JudgeConfig(device="tpu")
+    assert JudgeConfig(device="cuda").device == "cuda:0"
