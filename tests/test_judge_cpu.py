@@ -315,10 +315,11 @@ def test_cli_judge_prints_verdict_and_json(judge_env: dict[str, Path], tmp_path:
 
     monkeypatch.setenv("CUDA_GYM_CACHE_DIR", str(judge_env["cache_dir"]))
     path = write(tmp_path, cases.WRONG)
-    code = main(["judge", "--task", cases.TASK_ID, "--size", "small", "--solution", str(path), "--device", "cpu", "--mode", "verify"])
+    argv = ["judge", "--task", cases.TASK_ID, "--size", "small", "--solution", str(path), "--device", "cpu", "--mode", "verify"]
+    code = main(argv)
     out = capsys.readouterr().out
     assert code == 1 and "FAILED" in out and "milestone reward -1" in out and "failed check" in out
-    code = main(["judge", "--task", cases.TASK_ID, "--size", "small", "--solution", str(path), "--device", "cpu", "--mode", "verify", "--json"])
+    code = main([*argv, "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 1 and data["milestone"] == -1 and data["correct"] is False and len(data["trials"]) == 5
     assert main(["judge", "--task", "builtin/no_such_task", "--solution", str(path), "--device", "cpu"]) == 2

@@ -25,6 +25,7 @@ from cuda_gym.tools import ToolRunner, format_tool_call
 from cuda_gym.tools.render import render_profile, render_submit, render_verify
 from cuda_gym.workspace import Workspace
 
+
 def _timing(ms: float) -> Timing:
     return Timing(median_ms=ms, min_ms=ms * 0.9, max_ms=ms * 1.2, iqr_ms=ms * 0.05, trials=50)
 

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_gym.reward import milestone_reward
-
 from adversarial.judging import honest_solutions, judge_config, load_task, make_workspace, solution_meta
+from cuda_gym.reward import milestone_reward
 
 SOLUTIONS = honest_solutions()
 
