@@ -315,7 +315,8 @@ def test_cli_judge_prints_verdict_and_json(judge_env: dict[str, Path], tmp_path:
 
     monkeypatch.setenv("CUDA_GYM_CACHE_DIR", str(judge_env["cache_dir"]))
     path = write(tmp_path, cases.WRONG)
-    argv = ["judge", "--task", cases.TASK_ID, "--size", "small", "--solution", str(path), "--device", "cpu", "--mode", "verify"]
+    argv = ["judge", "--task", cases.TASK_ID, "--size", "small", "--solution", str(path), "--device", "cpu",
+            "--mode", "verify"]
     code = main(argv)
     out = capsys.readouterr().out
     assert code == 1 and "FAILED" in out and "milestone reward -1" in out and "failed check" in out
