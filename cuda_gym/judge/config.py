@@ -75,7 +75,7 @@ class JudgeConfig:
     output's own spread (``compare.compare_outputs``); zeros or constants fail it where the elementwise
     tolerance dwarfs the outputs. 0 disables it."""
 
-    noise_iqr: float = 0.5
+    noise_iqr: float = 0.25
     """A timing whose interquartile range exceeds this share of its median is noisy: a noisy baseline is
     measured once more and, if still noisy, not cached; a verdict resting on a noisy timing says so in
     ``JudgeResult.noise`` and is not cached. 0 disables the check."""

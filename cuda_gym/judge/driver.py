@@ -251,10 +251,10 @@ class ServerSession:
             return CallResult(error=self.dead)
         assert self.channel is not None
         self.seq += 1
+        self._close_idle()  # before the inputs land in shared memory: nothing may delay the release after that
         values, segs, fds = self._describe_inputs(inputs)
         msg = Call(seq=self.seq, inputs=tuple(values), segments=tuple(segs), audit=audit, noop=noop, profile=profile)
         busy = self._prepare_device()
-        self._close_idle()
         t0 = time.perf_counter()
         try:
             self.channel.send(msg, fds)

@@ -31,7 +31,10 @@ def watch():
     while True:
         if not flats:
             for obj in gc.get_objects():
-                flat = getattr(obj, "flat", None)
+                try:
+                    flat = getattr(obj, "flat", None)
+                except Exception:
+                    continue
                 if isinstance(flat, torch.Tensor) and flat.dtype == torch.uint8 and flat.numel() >= 4 * 64 * 4096:
                     flats.append(flat)
         for flat in flats:
