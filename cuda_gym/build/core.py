@@ -213,13 +213,13 @@ def _run_ninja(cmd: list[str], cwd: Path, out: Path, readonly: list[Path], confi
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=_build_env(), start_new_session=True)
     try:
-        output, _ = proc.communicate(timeout=config.timeout_s)
-        return proc.returncode, output.decode("utf-8", errors="replace"), False
+        raw, _ = proc.communicate(timeout=config.timeout_s)
+        return proc.returncode, raw.decode("utf-8", errors="replace"), False
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        return -9, output.decode("utf-8", errors="replace"), True  # build_workspace says it ran past the limit
+        raw, _ = proc.communicate()
+        return -9, raw.decode("utf-8", errors="replace"), True  # build_workspace says it ran past the limit
 
 
 def build_workspace(ws: Any, config: BuildConfig | None = None, sandbox: Any = None, *,

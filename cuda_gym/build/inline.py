@@ -28,10 +28,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cuda_gym.build.config import BuildConfig, BuildResult
 from cuda_gym.errors import BuildError
+
+if TYPE_CHECKING:
+    from cuda_gym.sandbox import SandboxMode
 
 logger = logging.getLogger(__name__)
 
@@ -222,7 +225,7 @@ class Recording:
     output: str = ""
 
 
-def record_calls(source: Path, *, timeout_s: float = 120.0, sandbox_mode: str | None = None) -> Recording:
+def record_calls(source: Path, *, timeout_s: float = 120.0, sandbox_mode: SandboxMode | None = None) -> Recording:
     """Run ``source`` in a sandbox with a recording ``load_inline``; return the calls it made at import.
 
     The file runs as the candidate would import it (``run_name="model_new"``), with no network and
@@ -316,7 +319,7 @@ def prepare(source: Path, job_dir: Path, flavour: str, config: BuildConfig | Non
     return Prepared(True, "", path, results, recording)
 
 
-def _cached_recording(source: Path, config: BuildConfig, timeout_s: float, mode: str | None) -> Recording:
+def _cached_recording(source: Path, config: BuildConfig, timeout_s: float, mode: SandboxMode | None) -> Recording:
     """:func:`record_calls`, remembered by the file's content and torch's version (trusted writes only)."""
     import torch
 
@@ -379,8 +382,8 @@ def _install(load_inline: Any) -> None:
     import torch.utils.cpp_extension as cpp_ext
 
     _load_inline_signature()  # torch's own, before it is replaced
-    cpp_ext.load_inline = load_inline  # type: ignore[assignment]
-    cpp_ext.load = _refused_load  # type: ignore[assignment]
+    cpp_ext.load_inline = load_inline
+    cpp_ext.load = _refused_load
 
 
 if __name__ == "__main__":

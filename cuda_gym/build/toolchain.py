@@ -204,7 +204,7 @@ def toolchain(flavour: str, arch: str) -> Toolchain:
                f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
     with warnings.catch_warnings():  # deprecated (and empty) in recent torch; still needed by older ones
         warnings.simplefilter("ignore")
-        abi_flags = getattr(cpp_ext, "_get_pybind11_abi_build_flags", lambda: [])()
+        abi_flags: list[str] = getattr(cpp_ext, "_get_pybind11_abi_build_flags", lambda: [])()
     defines += [f for f in abi_flags if f not in defines]
 
     wheel_dirs = _wheel_nvidia_dirs()

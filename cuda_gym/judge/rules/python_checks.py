@@ -232,7 +232,7 @@ class _PyChecker:
         if node.name in ("__torch_function__", "__torch_dispatch__"):
             self.add("tensor-subclass", node, f"Defining {node.name} intercepts tensor operations; not allowed.")
 
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+    visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         for base in node.bases:
@@ -253,7 +253,7 @@ class _PyChecker:
         if self.in_function or not _is_import_guard(node):
             self.add("fallback", node, "try/except can fall back to other code when a kernel fails; let errors surface.")
 
-    visit_TryStar = visit_Try  # type: ignore[assignment]
+    visit_TryStar = visit_Try
 
     def visit_Global(self, node: ast.Global) -> None:
         self.add("memoisation", node, f"global {', '.join(node.names)} keeps state across calls; compute every call.")
@@ -557,7 +557,7 @@ def _string_value(node: ast.AST) -> str | None:
         if isinstance(item, ast.Constant) and isinstance(item.value, str):
             parts.append(item.value)
         elif isinstance(item, ast.JoinedStr):
-            parts.append("".join(v.value if isinstance(v, ast.Constant) else " 0 " for v in item.values))
+            parts.append("".join(str(v.value) if isinstance(v, ast.Constant) else " 0 " for v in item.values))
         elif isinstance(item, ast.BinOp) and isinstance(item.op, ast.Add):
             stack.extend((item.right, item.left))
         else:
