@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cuda_gym.envs.base import KernelEnvBase, _from_cache
 from cuda_gym.envs.config import KernelEnvConfig
