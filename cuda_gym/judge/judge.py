@@ -129,7 +129,7 @@ class Judge:
                 result = JudgeResult(task_id=task.id, mode=mode, device=self.config.device)
                 report = self._run(task, sub, mode, result, job_dir)
                 result.seconds = time.perf_counter() - start
-                if not _killed(report) and not result.noise:  # verdicts that depend on load are not kept
+                if not _killed(report):  # a verdict the time limit decided depends on load: not kept
                     self.judgements.put(key, result)
                 return result
             finally:
