@@ -148,7 +148,7 @@ class JudgeResult:
         fingerprint: hardware and software facts (GPU name, driver, torch, CUDA, host).
         seconds: wall time of the whole evaluation; ``timed_seconds`` spent in timed calls.
         noise: why the timings are unreliable (a spread beyond ``JudgeConfig.noise_iqr`` of a median),
-            else empty; such a verdict is not cached.
+            else empty (the verdict is cached; noisy baselines are not).
         diagnostics: where the candidate's timed calls spent their round trip (medians in ms of the
             parts: ``answer_ms``, ``map_ms``, ``sample_ms``; ``overhead_ms``, ``flush_ms``,
             ``timed_new_segments``): for investigating measurements, not part of any verdict.
