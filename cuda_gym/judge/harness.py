@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from cuda_gym.host import cpu_model
 from cuda_gym.judge.config import SAMPLE_THRESHOLD_BYTES
 from cuda_gym.paths import write_text_atomic
 
@@ -291,17 +292,6 @@ def profile_table(
     total = sum(r[2] for r in rows) or 1.0
     rows.sort(key=lambda r: -r[2])
     return [{"name": n[:200], "calls": c, "total_ms": t, "share": t / total} for n, c, t in rows[:top]]
-
-
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo (or ``platform.processor()``)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:  # pragma: no cover - non-Linux
-        pass
-    return platform.processor() or platform.machine()
 
 
 def device_name(device: str) -> str:

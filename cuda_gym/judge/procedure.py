@@ -27,6 +27,7 @@ from cuda_gym.judge.messages import (
     EvaluationReport,
     Load,
     RunSettings,
+    ServerKind,
     TaskFacts,
     TimeBaseline,
     TrialFacts,
@@ -88,12 +89,10 @@ class Driver:
             self._open(session, task, s)
             out["stage"] = "import"
             loaded = session.load(
-                Load(
-                    kind=req.kind,
-                    device=self.device,
-                    init_seed=task.init_seed,
-                    state_path=str(Path(req.job_dir) / "state_dict.pt"),
-                    init_path=str(Path(req.job_dir) / "init_inputs.pt"),
+                self._load(
+                    task,
+                    req.kind,
+                    req.job_dir,
                     solution_path=req.solution_path,
                     workspace_root=req.workspace_root,
                     module_path=req.module_path,
@@ -145,16 +144,7 @@ class Driver:
         session = ServerSession(spec)
         try:
             self._open(session, task, s)
-            loaded = session.load(
-                Load(
-                    kind=req.kind,
-                    device=self.device,
-                    init_seed=task.init_seed,
-                    state_path=str(Path(req.job_dir) / "state_dict.pt"),
-                    init_path=str(Path(req.job_dir) / "init_inputs.pt"),
-                    task_code=task.code,
-                )
-            )
+            loaded = session.load(self._load(task, req.kind, req.job_dir, task_code=task.code))
             if loaded.error:
                 return BaselineReport(error=loaded.error)
             out: dict[str, Any] = {"violations": []}
@@ -209,6 +199,17 @@ class Driver:
             limits=limits,
             load_timeout_s=s.load_timeout_s,
             call_timeout_s=self._bound(task, s, False),
+        )
+
+    def _load(self, task: PreparedTask, kind: ServerKind, job_dir: str, **program: str) -> Load:
+        """The ``Load`` of a program; the state dict and init inputs come from the job dir (``Prepare``)."""
+        return Load(
+            kind=kind,
+            device=self.device,
+            init_seed=task.init_seed,
+            state_path=str(Path(job_dir) / "state_dict.pt"),
+            init_path=str(Path(job_dir) / "init_inputs.pt"),
+            **program,
         )
 
     def _open(self, session: ServerSession, task: PreparedTask, s: RunSettings) -> None:

@@ -53,12 +53,13 @@ def submission_files(case_dir: Path) -> dict[str, Path]:
     (``tests/solutions/<base>``) and replaces only the files it carries itself: most hacks change
     ``model_new.py`` or one binding and keep the honest kernels. The name is a path relative to
     ``tests/solutions``: an honest solution may name the shipped demo solution
-    (``../../envs/demo_solutions/cuda``) instead of copying it.
+    (``../../envs/demo_solutions/cuda``) instead of copying it, or another solution (a base's base is
+    followed too: the slow bases of the native-code cases change one kernel of an honest solution).
     """
     files: dict[str, Path] = {}
     dirs = [case_dir]
-    if (case_dir / "base").is_file():
-        dirs.insert(0, SOLUTIONS / (case_dir / "base").read_text().strip())
+    while (dirs[0] / "base").is_file() and len(dirs) < 8:  # a base may have a base of its own
+        dirs.insert(0, (SOLUTIONS / (dirs[0] / "base").read_text().strip()).resolve())
     for folder in dirs:
         if (folder / "model_new.py").is_file():
             files["model_new.py"] = folder / "model_new.py"
