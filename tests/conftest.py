@@ -72,3 +72,11 @@ def ws(tmp_path: Path) -> Iterator[Workspace]:
     workspace = Workspace.create(get_task("builtin/fused_bias_gelu"), flavour="cpu", parent=tmp_path)
     yield workspace
     workspace.close()
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Path:
+    """An empty writable folder for a sandboxed command (the sandbox tests' working directory)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    return work

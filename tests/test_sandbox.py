@@ -30,13 +30,6 @@ def iso_mode(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-@pytest.fixture
-def box(tmp_path: Path) -> Path:
-    work = tmp_path / "work"
-    work.mkdir()
-    return work
-
-
 def test_mode_detection_and_forcing(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sandbox_mode() in ("bwrap", "unshare", "limits")
     assert "limits" in MODES

@@ -32,13 +32,6 @@ def mode(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-@pytest.fixture
-def box(tmp_path: Path) -> Path:
-    work = tmp_path / "work"
-    work.mkdir()
-    return work
-
-
 CONNECT_UNIX = """
 import socket, sys
 s = socket.socket(socket.AF_UNIX); s.settimeout(3)
