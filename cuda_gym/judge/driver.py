@@ -115,6 +115,9 @@ class ServerSession:
         self.remote: RemoteMemory | None = None
         self.segments: DevicePool | None = None
         self.peer: PeerSegments | None = PeerSegments(spec.device) if self.cuda else None
+        self.shared_inputs: list[torch.Tensor] = []
+        """The tensors of the last call's inputs as the server saw them (for the input-mutation check)."""
+        self._last_flush = 0.0
         self.sent_segments: set[int] = set()
         """Ids of the driver's pool segments this server has been given (the pool outlives sessions)."""
         self.arena: HostArena | None = None
@@ -401,10 +404,6 @@ class ServerSession:
         self.shared_inputs = shared
         return values, segs, fds
 
-    shared_inputs: list[torch.Tensor] = []
-    """The tensors of the last call's inputs as the server saw them (for the input-mutation check)."""
-
-    _last_flush = 0.0
 
     def _prepare_device(self) -> bool:
         """Flush the L2 and reset persisting lines; whether the GPU was busy with someone else's work."""
