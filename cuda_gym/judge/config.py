@@ -148,11 +148,17 @@ class JudgeConfig:
     keep_jobs: bool = False
     """Keep job directories after evaluation (for debugging)."""
 
+    warm_servers: int = 0
+    """Candidate servers the reference worker keeps started ahead (sandbox entered, torch imported, device
+    context made), each used for one submission and discarded: a job starts on a warm process. 0 starts
+    a fresh server per evaluation; ``cuda_gym.executors.LocalGPUPool`` sets it per lane. Never part of
+    a verdict."""
+
     def __post_init__(self) -> None:
         self.device = indexed_device(check_device(self.device))
         if self.correctness_trials < 1:
             raise JudgeError("correctness_trials must be at least 1: a verdict needs one checked output")
-        for name in ("warmup", "warmup_ms", "checked_timed_calls", "profile_calls"):
+        for name in ("warmup", "warmup_ms", "checked_timed_calls", "profile_calls", "warm_servers"):
             if getattr(self, name) < 0:
                 raise JudgeError(f"{name} must be >= 0")
         if self.timed_calls is not None and self.timed_calls < 1:
@@ -200,7 +206,7 @@ class JudgeConfig:
 
     def fingerprint(self) -> str:
         """A stable JSON of the settings that change a verdict (part of the judgement cache key)."""
-        skip = {"use_cache", "cache_judgements", "cache_dir", "work_dir", "keep_jobs", "build"}
+        skip = {"use_cache", "cache_judgements", "cache_dir", "work_dir", "keep_jobs", "build", "warm_servers"}
         data = {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
         data["build"] = repr(self.build)
         data["timing_method"] = TIMING_METHOD

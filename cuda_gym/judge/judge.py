@@ -62,6 +62,26 @@ class _Sub:
     solution_path: Path | None = None
 
 
+@dataclass
+class PreparedJob:
+    """A submission after ``Judge.prepare``: checked and built, waiting for the device (or already decided).
+
+    ``result`` holds what the CPU half found (violations, compile status); ``done`` means it is the
+    verdict already (a cached judgement or a failed build) and ``Judge.finish`` returns it as it is.
+    """
+
+    task: Task
+    mode: Mode
+    job_dir: Path
+    sub: _Sub
+    key: str
+    result: JudgeResult
+    started: float
+    module_path: Path | None = None
+    inline: tuple[Path, list[Path]] | None = None
+    done: bool = False
+
+
 class Judge:
     """Trusted verification and timing of submissions for one device.
 
@@ -80,7 +100,11 @@ class Judge:
         self.judgements = JudgementCache(self.cache_root / "judgements", self.config.cache_judgements)
         self._lock = threading.RLock()
         self._ref = ReferenceWorker(
-            self.config.device, self.cache_root / "judge" / "logs", self.config.reference_timeout_s, self.cache_root
+            self.config.device,
+            self.cache_root / "judge" / "logs",
+            self.config.reference_timeout_s,
+            self.cache_root,
+            warm_servers=self.config.warm_servers,
         )
 
     # ------------------------------------------------------------------ public API
@@ -112,29 +136,65 @@ class Judge:
 
         Returns a ``JudgeResult``; a candidate's failures (compile error, crash, timeout, wrong output,
         violations) are in it. Raises ``JudgeError`` only when the judge or the reference program fails.
+        ``evaluate`` is ``finish(prepare(...))``: an executor runs the two halves on different threads.
+        """
+        with self._lock:
+            return self.finish(self.prepare(task, workspace=workspace, solution=solution, mode=mode))
+
+    def prepare(
+        self, task: Task, *, workspace: Any = None, solution: str | os.PathLike[str] | None = None, mode: Mode = "full"
+    ) -> PreparedJob:
+        """The CPU half of ``evaluate``: the judgement cache, the static rules and the build.
+
+        Never touches the device or the reference worker, so several threads may prepare at once
+        (``cuda_gym.executors`` builds the next submissions while a lane times the current one). The
+        returned job is ``done`` when its verdict is already known (a cached judgement, a failed build);
+        otherwise ``finish`` judges it on the device. Pass every job to ``finish`` (or ``discard``).
         """
         if mode not in MODES:
             raise JudgeError(f"mode must be one of {MODES}, got {mode!r}")
         if (workspace is None) == (solution is None):
             raise JudgeError("pass exactly one of workspace= (a Workspace) or solution= (a file path or source text)")
         start = time.perf_counter()
+        job_dir = Path(tempfile.mkdtemp(prefix="cuda_gym_job_", dir=self._work_dir()))
+        try:
+            sub = self._submission(task, workspace, solution, job_dir)
+            key = self._judgement_key(task, sub, mode)
+            cached = self.judgements.get(key)
+            result = JudgeResult(task_id=task.id, mode=mode, device=self.config.device)
+            job = PreparedJob(task, mode, job_dir, sub, key, result, start)
+            if cached is not None:
+                job.result, job.done = cached, True
+            elif not self._build_stage(job):
+                job.done = True
+                job.result.seconds = time.perf_counter() - start
+                self.judgements.put(key, job.result)
+        except BaseException:
+            shutil.rmtree(job_dir, ignore_errors=True)
+            raise
+        if job.done and not self.config.keep_jobs:
+            shutil.rmtree(job_dir, ignore_errors=True)
+        return job
+
+    def finish(self, job: PreparedJob) -> JudgeResult:
+        """The device half of ``evaluate``: the trusted driver's run, baselines and the verdict (cached)."""
+        if job.done:
+            return job.result
         with self._lock:
-            job_dir = Path(tempfile.mkdtemp(prefix="cuda_gym_job_", dir=self._work_dir()))
             try:
-                sub = self._submission(task, workspace, solution, job_dir)
-                key = self._judgement_key(task, sub, mode)
-                cached = self.judgements.get(key)
-                if cached is not None:
-                    return cached
-                result = JudgeResult(task_id=task.id, mode=mode, device=self.config.device)
-                report = self._run(task, sub, mode, result, job_dir)
-                result.seconds = time.perf_counter() - start
+                report = self._device_stage(job)
+                job.result.seconds = time.perf_counter() - job.started
                 if not _killed(report):  # a verdict the time limit decided depends on load: not kept
-                    self.judgements.put(key, result)
-                return result
+                    self.judgements.put(job.key, job.result)
+                job.done = True
+                return job.result
             finally:
-                if not self.config.keep_jobs:
-                    shutil.rmtree(job_dir, ignore_errors=True)
+                self.discard(job)
+
+    def discard(self, job: PreparedJob) -> None:
+        """Remove a prepared job's directory (``finish`` does; call it for a job that will never finish)."""
+        if not self.config.keep_jobs:
+            shutil.rmtree(job.job_dir, ignore_errors=True)
 
     def baselines(self, task: Task) -> tuple[Timing | None, Timing | None, str]:
         """``(eager, compile, compile_error)`` timings of the reference, from the cache or measured now."""
@@ -193,11 +253,11 @@ class Judge:
         root = Path(workspace.root)
         return _Sub("workspace", root, getattr(workspace, "flavour", flavour), tree_hash(root), workspace=workspace)
 
-    def _run(self, task: Task, sub: _Sub, mode: Mode, result: JudgeResult, job_dir: Path) -> EvaluationReport | None:
-        """Fill ``result``; return the driver's report (``None`` when the build failed before it)."""
+    def _build_stage(self, job: PreparedJob) -> bool:
+        """Static rules, tamper check and build into ``job``; ``False`` when the build failed (verdict known)."""
+        sub, result = job.sub, job.result
         if self.config.static_rules:
             result.violations.extend(self._static_checks(sub))
-        module_path: Path | None = None
         if sub.kind == "workspace":
             for rel in sub.workspace.tampered():
                 result.violations.append(
@@ -207,17 +267,17 @@ class Judge:
                         file=str(rel),
                     )
                 )
-            module_path = self._build(sub, result)
-            if module_path is None:
-                return None
-        inline: tuple[Path, list[Path]] | None = None
-        if sub.kind == "single":
-            inline = self._build_single(sub, job_dir, result)
-            if inline is None:
-                return None
+            job.module_path = self._build(sub, result)
+            return job.module_path is not None
+        job.inline = self._build_single(sub, job.job_dir, result)
+        return job.inline is not None
+
+    def _device_stage(self, job: PreparedJob) -> EvaluationReport:
+        """Fill ``job.result`` from the trusted driver's run of a built submission; return its report."""
+        task, sub, mode, result, job_dir = job.task, job.sub, job.mode, job.result, job.job_dir
         facts = self._prepare(task, job_dir)
         result.fingerprint = dict(self._ref.fingerprint)
-        report = self._evaluate(task, sub, mode, job_dir, module_path, inline)
+        report = self._evaluate(task, sub, mode, job_dir, job.module_path, job.inline)
         result.fingerprint["sandbox"] = report.sandbox
         if sub.kind == "single" and report.import_failed:
             result.violations.extend(Violation(r, m) for r, m in report.violations)

@@ -5,6 +5,10 @@ message (``cuda_gym.judge.messages``) per line on stdin and answers one per line
 everything task code prints goes to stderr. It lives across evaluations of one device (restarted
 after faults) and keeps the prepared task while the same task is judged.
 
+With ``--warm N`` it keeps N candidate servers started ahead (``WarmServers``): each is used for one
+submission and discarded, so an evaluation starts on a process that already has torch imported and
+its device context made.
+
 Requests: ``Greet`` (fingerprint), ``Prepare`` (build ``Model`` under the init seed, write its state
 and init inputs into the job dir, answer ``TaskFacts``), ``Evaluate`` (judge a submission through a
 sandboxed candidate server: ``EvaluationReport``), ``TimeBaseline`` (eager or ``torch.compile`` through
@@ -15,17 +19,26 @@ Failures answer ``WorkerFailure``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import json
 import logging
 import os
+import shutil
+import signal
 import sys
+import tempfile
+import threading
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 import torch
 
 from cuda_gym.judge import harness
+from cuda_gym.judge.driver import ServerSession, ServerSpec
 from cuda_gym.judge.messages import (
     Done,
     Evaluate,
@@ -36,6 +49,7 @@ from cuda_gym.judge.messages import (
     ProfileReport,
     ProtocolError,
     Quit,
+    RunSettings,
     TaskFacts,
     TimeBaseline,
     WorkerFailure,
@@ -91,16 +105,242 @@ class _Prepared:
         torch.save(init, job_dir / "init_inputs.pt")
 
 
+WARM_TTL_S = 600.0
+"""A warm server unused this long is discarded: its sandbox's wall limit counts from its start, so it
+gets the evaluation's wall budget plus this."""
+WARM_FILE_BYTES = 64 * 2**30
+"""File-size limit of a warm server (made before its task is known; a fresh one gets 4x the task's output)."""
+
+
+class _Warm:
+    """One server started ahead: its session, its job slot and the thread that waits for its ``Hello``."""
+
+    def __init__(self, session: ServerSession, slot: Path) -> None:
+        self.session = session
+        self.slot = slot
+        self.error = ""
+        self.born = time.monotonic()
+        self.segments: Any = None
+        self.thread = threading.Thread(target=self._boot, name="cuda-gym-warm-server", daemon=True)
+
+    def _boot(self) -> None:
+        try:
+            self.session.start(self.segments)
+        except Exception as exc:  # noqa: BLE001 - a server that does not start is discarded, never used
+            self.error = str(exc)
+
+    def launch(self, segments: Any) -> _Warm:
+        self.segments = segments
+        self.thread.start()
+        return self
+
+    @property
+    def booting(self) -> bool:
+        return self.thread.is_alive()
+
+    def ready(self) -> bool:
+        """Wait for its ``Hello``; whether it is up and unused."""
+        self.thread.join()
+        return not self.error and self.session.channel is not None and self.session.proc.poll() is None
+
+    def discard(self) -> None:
+        """Kill the server and remove its slot."""
+        self.thread.join()
+        try:
+            self.session.close()
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+        shutil.rmtree(self.slot, ignore_errors=True)
+
+
+class WarmServers:
+    """Candidate servers started ahead of the evaluations that will use them, one submission each.
+
+    A server's sandbox binds are fixed when it starts, so each gets a private job slot: ``slot/job``
+    (read-only inside) into which this trusted process copies the job's files (state dict, init inputs,
+    the submission and its built modules) just before ``Load``, and ``slot/torch_extensions`` (its only
+    writable folder). ``place`` takes the oldest warm server for a request and rewrites the request's
+    paths into its slot; ``refill`` starts replacements at once, so they boot while the current
+    submission runs; ``quiet`` pauses (SIGSTOP) servers still booting while timed calls run, so their
+    torch import and device-context creation never overlap a measurement. The ``Driver`` gets the
+    server through ``session`` (its ``sessions`` factory) and falls back to a fresh one.
+    """
+
+    def __init__(self, driver: Driver, count: int) -> None:
+        self.driver = driver
+        self.count = count
+        self.stock: list[_Warm] = []
+        self.key: tuple[int, float] | None = None
+        self.root = Path(tempfile.mkdtemp(prefix="cuda_gym_slots_"))
+        self._next: _Warm | None = None
+        self._current: _Warm | None = None
+        driver.sessions = self.session
+        driver.quiet = self.quiet
+
+    def run(self, task: _Prepared, req: Any, evaluate: Callable[[Any, Any], Any]) -> Any:
+        """``evaluate(task, req)`` on a warm server (a fresh one if none is warm), then refill the stock."""
+        req = self.place(req)
+        self.refill(task, req.settings)
+        try:
+            return evaluate(task, req)
+        finally:
+            self._next = None
+            if self._current is not None:
+                self._current.discard()
+                self._current = None
+
+    def place(self, req: Any) -> Any:
+        """Take a warm server for ``req``; ``req`` with every path moved into its slot (unchanged if none)."""
+        if self.key != (req.settings.memory_bytes, req.settings.wall_s) or bool(getattr(req, "writable", None)):
+            return req  # limits differ from the stock's (refill replaces it) or the job needs its own binds
+        while self.stock:
+            warm = self.stock.pop(0)
+            if time.monotonic() - warm.born > WARM_TTL_S or not warm.ready():
+                warm.discard()
+                continue
+            self._next = warm
+            return _relocate(req, warm.slot / "job")
+        return req
+
+    def refill(self, task: _Prepared, s: RunSettings) -> None:
+        """Start servers until ``count`` are warm or booting, for these limits."""
+        key = (s.memory_bytes, s.wall_s)
+        if key != self.key:
+            self.clear()
+            self.key = key
+        while len(self.stock) < self.count:
+            slot = Path(tempfile.mkdtemp(prefix="slot_", dir=self.root))
+            (slot / "job").mkdir()
+            spec = self.driver._spec(task, s, slot, [slot / "job"], [])
+            spec.limits = dataclasses.replace(
+                spec.limits, wall_s=s.wall_s + WARM_TTL_S, file_bytes=max(spec.limits.file_bytes or 0, WARM_FILE_BYTES)
+            )
+            self.stock.append(_Warm(ServerSession(spec), slot).launch(self.driver.segments))
+
+    def session(self, spec: ServerSpec) -> ServerSession:
+        """The session for ``spec``: the warm server ``place`` took (with ``spec``'s time bounds), or a fresh one."""
+        warm, self._next = self._next, None
+        if warm is None:
+            return ServerSession(spec)
+        warm.session.spec.load_timeout_s = spec.load_timeout_s
+        warm.session.spec.call_timeout_s = spec.call_timeout_s
+        self._current = warm
+        return warm.session
+
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        """Pause every server still booting (its whole process tree) while the block runs."""
+        stopped: list[int] = []
+        for warm in self.stock:
+            proc = warm.session.proc
+            if warm.booting and proc is not None and proc.poll() is None:
+                stopped += _signal_tree(proc.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGCONT)
+
+    def clear(self) -> None:
+        """Kill every warm server."""
+        for warm in self.stock:
+            warm.discard()
+        self.stock = []
+
+    def close(self) -> None:
+        """Kill every warm server and remove the slots."""
+        self.clear()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _signal_tree(pid: int, sig: int) -> list[int]:
+    """Send ``sig`` to ``pid`` and, after it, to each of its descendants (``/proc``); the pids signalled."""
+    done: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop(0)
+        try:
+            os.kill(p, sig)
+        except (ProcessLookupError, PermissionError):
+            continue
+        done.append(p)
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                todo += [int(c) for c in Path(f"/proc/{p}/task/{tid}/children").read_text().split()]
+        except OSError:
+            pass
+    return done
+
+
+def _copy_in(src: Path, dest: Path) -> None:
+    """Copy a file or a folder's regular files into ``dest`` (links and special files are left out)."""
+    if src.is_symlink():
+        return
+    if src.is_file():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+        return
+    for root, dirs, files in os.walk(src):
+        dirs[:] = [d for d in dirs if not (Path(root) / d).is_symlink()]
+        for name in files:
+            path = Path(root) / name
+            if not path.is_symlink() and path.is_file():
+                target = dest / path.relative_to(src)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, target)
+
+
+def _relocate(req: Any, slot: Path) -> Any:
+    """Copy a request's files into a warm server's slot (trusted side, before ``Load``); the request
+    with the slot's paths."""
+    job_dir = Path(req.job_dir)
+    for name in ("state_dict.pt", "init_inputs.pt"):
+        if (job_dir / name).is_file():
+            shutil.copyfile(job_dir / name, slot / name)
+    moved: dict[str, str] = {}
+    for i, entry in enumerate(getattr(req, "readonly", ())):
+        src = Path(entry)
+        dest = slot / f"ro{i}" / src.name
+        _copy_in(src, dest)
+        moved[str(src)] = str(dest)
+
+    def where(path: str) -> str:
+        if not path:
+            return path
+        for src in sorted(moved, key=len, reverse=True):
+            if path == src or path.startswith(src + os.sep):
+                return moved[src] + path[len(src) :]
+        return path
+
+    if not isinstance(req, Evaluate):
+        return dataclasses.replace(req, job_dir=str(slot))
+    manifest = where(req.inline_manifest)
+    if manifest:
+        table = json.loads(Path(manifest).read_text())
+        Path(manifest).write_text(json.dumps({k: where(str(v)) for k, v in table.items()}))
+    return dataclasses.replace(
+        req,
+        job_dir=str(slot),
+        solution_path=where(req.solution_path),
+        workspace_root=where(req.workspace_root),
+        module_path=where(req.module_path),
+        inline_manifest=manifest,
+        readonly=(),
+    )
+
+
 class ReferenceServer:
     """Holds the prepared task (one at a time) and the driver, and answers requests."""
 
-    def __init__(self, device: str, cache_root: Path) -> None:
+    def __init__(self, device: str, cache_root: Path, warm: int = 0) -> None:
         self.device = device
         self.task: _Prepared | None = None
         if device.startswith("cuda"):
             torch.cuda.set_device(device)
         harness.warm_device(device)
         self.driver = Driver(device, cache_root)
+        self.warm = WarmServers(self.driver, warm) if warm > 0 else None
 
     def handle(self, req: Any) -> Any:
         """The answer to one request."""
@@ -109,15 +349,24 @@ class ReferenceServer:
         if isinstance(req, Prepare):
             return self.prepare(req)
         if isinstance(req, Evaluate):
-            task = self._task(req.code_hash)
-            return self.driver.evaluate(task, req)
+            return self._run(self._task(req.code_hash), req, self.driver.evaluate)
         if isinstance(req, TimeBaseline):
-            return self.driver.time_baseline(self._task(req.code_hash), req)
+            return self._run(self._task(req.code_hash), req, self.driver.time_baseline)
         if isinstance(req, ProfileReference):
             task = self._task(req.code_hash)
             rows = harness.profile_table(task.model, task.get_inputs, self.device, list(range(1, req.calls + 1)))
             return ProfileReport(rows=tuple((str(r["name"]), int(r["calls"]), float(r["total_ms"])) for r in rows))
         raise ProtocolError(f"unexpected request {type(req).__name__}")
+
+    def _run(self, task: _Prepared, req: Any, evaluate: Callable[[Any, Any], Any]) -> Any:
+        if self.warm is None:
+            return evaluate(task, req)
+        return self.warm.run(task, req, evaluate)
+
+    def close(self) -> None:
+        """Kill the warm servers."""
+        if self.warm is not None:
+            self.warm.close()
 
     def _task(self, code_hash: str) -> _Prepared:
         if self.task is None or self.task.code_hash != code_hash:
@@ -146,12 +395,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--device", required=True)
     parser.add_argument("--cache-dir", required=True)
+    parser.add_argument("--warm", type=int, default=0, help="candidate servers kept started ahead")
     args = parser.parse_args(argv)
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # task code's prints must not corrupt the protocol
     sys.stdout = sys.stderr
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    server = ReferenceServer(args.device, Path(args.cache_dir))
+    server = ReferenceServer(args.device, Path(args.cache_dir), args.warm)
+    try:
+        return _serve(server, proto)
+    finally:
+        server.close()
+
+
+def _serve(server: ReferenceServer, proto: TextIO) -> int:
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -34,14 +34,16 @@ class ReferenceWorker:
 
     ``request(msg, expected)`` sends one typed message and waits for its typed answer; a crash, a
     timeout, a ``WorkerFailure`` or a malformed answer raises ``JudgeError`` (after a crash or a fatal
-    failure the next request starts a fresh process).
+    failure the next request starts a fresh process). ``warm_servers``: candidate servers the worker
+    keeps started ahead (``reference_worker.WarmServers``).
     """
 
-    def __init__(self, device: str, log_dir: Path, timeout_s: float, cache_root: Path) -> None:
+    def __init__(self, device: str, log_dir: Path, timeout_s: float, cache_root: Path, warm_servers: int = 0) -> None:
         self.device = device
+        self.warm_servers = warm_servers
         self.cache_root = cache_root
         self.timeout_s = timeout_s
-        self.log_path = log_dir / f"reference_worker_{os.getpid()}_{device.replace(':', '')}.log"
+        self.log_path = log_dir / f"reference_worker_{os.getpid()}_{device.replace(':', '')}_{id(self):x}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._buf = b""
         self.fingerprint: dict[str, str] = {}
@@ -72,6 +74,8 @@ class ReferenceWorker:
                     self.device,
                     "--cache-dir",
                     str(self.cache_root),
+                    "--warm",
+                    str(self.warm_servers),
                 ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
