@@ -7,10 +7,12 @@ alike. Every seed, the checked positions and the reference outputs stay in this 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -71,6 +73,11 @@ class Driver:
         self.cuda = device.startswith("cuda")
         self.cache_root = cache_root
         self.segments: DevicePool | None = None
+        self.sessions: Callable[[ServerSpec], ServerSession] = ServerSession
+        """Makes the session of one evaluation or baseline from its spec; the reference worker's warm
+        stock returns one already started (``reference_worker.WarmServers``)."""
+        self.quiet: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+        """Entered around the timed calls (the warm stock pauses servers still booting)."""
         if self.cuda:
             from cuda_gym.judge.transport import vmm_pool_library
 
@@ -83,7 +90,7 @@ class Driver:
         started = time.perf_counter()
         s = req.settings
         spec = self._spec(task, s, Path(req.job_dir), [Path(p) for p in req.readonly], [Path(p) for p in req.writable])
-        session = ServerSession(spec)
+        session = self.sessions(spec)
         out: dict[str, Any] = {"stage": "start", "violations": []}
         try:
             self._open(session, task, s)
@@ -119,7 +126,8 @@ class Driver:
             if out.get("error") or req.mode == "verify":
                 return self._report(out, session, started)
             out["stage"] = "timing"
-            timed = self._timed(task, session, s, out, check=True)
+            with self.quiet():
+                timed = self._timed(task, session, s, out, check=True)
             out["trials"] = trials + timed["trials"]
             out.update(
                 times_ms=timed["times"],
@@ -141,7 +149,7 @@ class Driver:
         """Time the reference through the protocol (a server of kind ``reference`` or ``compile``)."""
         s = req.settings
         spec = self._spec(task, s, Path(req.job_dir), [], [])
-        session = ServerSession(spec)
+        session = self.sessions(spec)
         try:
             self._open(session, task, s)
             loaded = session.load(self._load(task, req.kind, req.job_dir, task_code=task.code))
@@ -150,7 +158,8 @@ class Driver:
             out: dict[str, Any] = {"violations": []}
             # torch.compile compiles in the first call: it gets the whole wall budget, not a call's bound
             first = s.wall_s if req.kind == "compile" else None
-            timed = self._timed(task, session, s, out, check=False, first_bound_s=first)
+            with self.quiet():
+                timed = self._timed(task, session, s, out, check=False, first_bound_s=first)
             if out.get("error"):
                 return BaselineReport(error=str(out["error"]))
             return BaselineReport(
@@ -213,7 +222,8 @@ class Driver:
         )
 
     def _open(self, session: ServerSession, task: PreparedTask, s: RunSettings) -> None:
-        session.start(self.segments)
+        if session.channel is None:  # a warm session is started already
+            session.start(self.segments)
         arena = 4 * task.facts.input_bytes + 2**20
         session.calibrate(task.template, lambda: self._inputs(task), arena)
 
