@@ -1,4 +1,4 @@
-"""The words settings share, each defined once: device flavour, device and task size.
+"""The words settings share, each defined once: device flavour, device, task size and executor kind.
 
 Every module that takes one of these values checks it here, so a bad value raises the same
 :class:`~cuda_gym.errors.ConfigError` with the same list of valid values wherever it is given
@@ -22,6 +22,11 @@ Size = Literal["small", "default"]
 
 SIZES: tuple[Size, ...] = get_args(Size)
 
+ExecutorKind = Literal["inline", "local", "ray"]
+"""Where judge jobs run (``cuda_gym.executors``): in the caller's thread, a local GPU pool, a Ray cluster."""
+
+EXECUTORS: tuple[ExecutorKind, ...] = get_args(ExecutorKind)
+
 DEVICES_HELP = "'cpu', 'cuda' or 'cuda:N'"
 """The valid devices, as error messages and help texts name them."""
 
@@ -43,6 +48,13 @@ def check_size(value: object, what: str = "size") -> Size:
     """``value`` if it is a task size (``small`` or ``default``), else ``ConfigError`` naming ``what``."""
     if value not in SIZES:
         raise ConfigError(f"{what} must be {_choices(SIZES)}, got {value!r}")
+    return value
+
+
+def check_executor(value: object, what: str = "executor") -> ExecutorKind:
+    """``value`` if it is an executor kind (``inline``, ``local`` or ``ray``), else ``ConfigError`` naming ``what``."""
+    if value not in EXECUTORS:
+        raise ConfigError(f"{what} must be {_choices(EXECUTORS)}, got {value!r}")
     return value
 
 

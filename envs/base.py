@@ -19,7 +19,7 @@ from cuda_gym.vocab import Size, indexed_device
 
 if TYPE_CHECKING:
     from cuda_gym.judge import Judge, JudgeConfig
-    from cuda_gym.judge.result import JudgeResult
+    from cuda_gym.judge.result import JudgeResult, Mode
     from cuda_gym.tasks import Task
     from cuda_gym.workspace import Workspace
 
@@ -140,9 +140,67 @@ class LazyJudge:
         self._judge = None
 
 
+class ExecutorJudge:
+    """An env's judge whose jobs run on an executor (``cuda_gym.executors``): each call submits a
+    ``JudgeJob`` and waits for its future. The executor is the process's shared one (or the caller's),
+    so ``close`` leaves it running."""
+
+    def __init__(self, executor: Any, config: JudgeConfig) -> None:
+        self.executor = executor
+        self.config = config
+
+    def _run(self, task: Task, mode: Mode, **where: Any) -> JudgeResult:
+        from cuda_gym.executors import JudgeJob
+
+        result: JudgeResult = self.executor.submit(JudgeJob(task, mode=mode, **where)).result()
+        return result
+
+    def _ws(self, ws: Workspace, mode: Mode) -> JudgeResult:
+        return self._run(ws.task, mode, workspace=str(ws.root), build_dir=str(ws.build_dir))
+
+    def verify(self, ws: Workspace) -> JudgeResult:
+        """``Judge.verify`` on the executor."""
+        return self._ws(ws, "verify")
+
+    def profile(self, ws: Workspace) -> JudgeResult:
+        """``Judge.profile`` on the executor."""
+        return self._ws(ws, "profile")
+
+    def submit(self, ws: Workspace) -> JudgeResult:
+        """``Judge.submit`` on the executor."""
+        return self._ws(ws, "full")
+
+    def evaluate(self, task: Task, **kwargs: Any) -> JudgeResult:
+        """``Judge.evaluate`` on the executor (``workspace=`` or ``solution=``, ``mode=``)."""
+        workspace, solution, mode = kwargs.get("workspace"), kwargs.get("solution"), kwargs.get("mode", "full")
+        if workspace is not None:
+            root = getattr(workspace, "root", workspace)
+            return self._run(task, mode, workspace=str(root))
+        return self._run(task, mode, solution=solution)
+
+    def close(self) -> None:
+        """Nothing: the executor is shared (``cuda_gym.executors.shutdown_executors`` stops it)."""
+
+
+def _with_executor(config: KernelEnvConfig, lazy: LazyJudge) -> EnvJudge:
+    """The env's judge on its executor: ``lazy`` itself for ``inline`` (today's path), else an ``ExecutorJudge``."""
+    from cuda_gym.executors.config import ExecutorConfig
+
+    if hasattr(config.executor, "submit"):
+        return ExecutorJudge(config.executor, lazy.config)
+    chosen = ExecutorConfig.resolve(config.executor)
+    if chosen.kind == "inline":
+        return lazy
+    from cuda_gym.executors import shared_executor
+
+    # Made now, not at the first judgement: a vector env's parent serves the pool to its subprocesses.
+    return ExecutorJudge(shared_executor(chosen, lazy.config), lazy.config)
+
+
 def make_judge(config: KernelEnvConfig) -> tuple[EnvJudge, bool]:
     """The judge of an env and whether the env owns it (and closes it): a ``LazyJudge`` built from
-    settings, or the caller's own judge object (shared, never closed by the env)."""
+    settings (or an ``ExecutorJudge`` when ``config.executor`` is not ``inline``), or the caller's own
+    judge object (shared, never closed by the env)."""
     settings = config.judge
     from cuda_gym.judge import JudgeConfig
 
@@ -154,8 +212,8 @@ def make_judge(config: KernelEnvConfig) -> tuple[EnvJudge, bool]:
                 "set device= on the env only (the judge follows it)"
             )
         if isinstance(settings, JudgeConfig):
-            return LazyJudge(settings, settings.device), True
-        return LazyJudge(dict(settings or {}), indexed_device(config.device)), True
+            return _with_executor(config, LazyJudge(settings, settings.device)), True
+        return _with_executor(config, LazyJudge(dict(settings or {}), indexed_device(config.device))), True
     if all(hasattr(settings, name) for name in ("verify", "profile", "submit")):
         return settings, False
     raise ConfigError(

@@ -44,6 +44,13 @@ class KernelEnvConfig:
     """Judge settings: a ``JudgeConfig``, a dict of its fields, or a ready judge object with
     ``verify/profile/submit(ws)`` (shared, not closed by the env). ``None`` uses the defaults."""
 
+    executor: Any = None
+    """Where judge jobs run: ``inline`` (this env's own judge, in its thread), ``local`` (one timing lane
+    per GPU of the machine, shared by every env of the process and of a vector env's subprocesses),
+    ``ray`` (GPU actors on a Ray cluster), a dict of ``cuda_gym.executors.ExecutorConfig`` fields, or an
+    ``Executor`` (shared, not closed by the env). ``None`` reads ``CUDA_GYM_EXECUTOR`` (default ``inline``).
+    Ignored when ``judge`` is a ready judge object."""
+
     reward: str | RewardFn = "milestone"
     """Terminal reward: a name in ``REWARDS`` or a picklable function ``JudgeResult -> float``."""
 
@@ -77,6 +84,10 @@ class KernelEnvConfig:
             raise ConfigError(f"reward_threshold must be positive (1.05: more than 5% faster), got {self.reward_threshold}")
         check_size(self.size)
         check_device(self.device)
+        if self.executor is not None and not hasattr(self.executor, "submit"):
+            from cuda_gym.executors.config import ExecutorConfig
+
+            ExecutorConfig.resolve(self.executor)  # a bad kind or key is a ConfigError now, not at the first judgement
         if self.observation_max_length < 1024:
             raise ConfigError("observation_max_length must be >= 1024 so tool outputs fit")
         self.tool_output_limit = min(self.tool_output_limit, self.observation_max_length)
