@@ -153,13 +153,16 @@ class ServerSession:
             raise JudgeError(f"cannot start the candidate server: {exc}") from exc
         finally:
             theirs.close()
-        self.channel = Channel(mine, spin=self.cuda)
+        # The Hello takes seconds (torch import, device context): wait for it blocking, not spinning, so
+        # that a warm server booting in a thread of the driver never competes with timed calls for the GIL.
+        self.channel = Channel(mine, spin=False)
         try:
             hello, _ = self.channel.recv(Hello, HELLO_TIMEOUT_S, self._alive)
         except (PeerGone, ProtocolError) as exc:
             raise JudgeError(f"the candidate server did not start ({exc}); its output:\n{self.output()[-2000:]}") from exc
         if hello.device != self.spec.device or not self.channel.peer_pid:
             raise JudgeError("the candidate server greeted with the wrong device or without credentials")
+        self.channel.spin = self.cuda
         self.host_pid = self.channel.peer_pid
         self.remote = RemoteMemory(self.host_pid)
 
