@@ -1,4 +1,4 @@
-"""The ``cuda-gym`` command line: tasks, data, doctor, judge, baselines, demo, play, eval.
+"""The ``cuda-gym`` command line: tasks, data, doctor, judge, baselines, demo, play, eval, train.
 
 Each command is a ``cmd_*`` function taking the parsed arguments and returning an exit code;
 ``build_parser`` wires them. Only this module prints.
@@ -19,6 +19,9 @@ from cuda_gym.vocab import DEVICES_HELP, FLAVOURS, SIZES
 if TYPE_CHECKING:
     from cuda_gym.envs.base import KernelEnvBase
     from cuda_gym.judge import JudgeConfig
+    from cuda_gym.tasks import Task
+    from cuda_gym.tasks.validate import ValidationConfig
+    from cuda_gym.vocab import Size
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -37,7 +40,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo_commands(sub)
     _add_judge_commands(sub)
     _add_eval_command(sub)
+    _add_train_command(sub)
     return parser
+
+
+def _add_train_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``train`` command: the PPO-for-LLM trainer's stages (``cuda_gym.baselines.ppo_llm``)."""
+    from cuda_gym.baselines.ppo_llm.cli import DESCRIPTION, add_train_arguments
+
+    train = sub.add_parser("train", help="train an LLM agent: warm-up, rejection fine-tuning, value pretraining, PPO",
+                           description=DESCRIPTION)
+    add_train_arguments(train)
+    train.set_defaults(func=cmd_train)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """``cuda-gym train STAGE``: see ``cuda_gym.baselines.ppo_llm.cli``."""
+    from cuda_gym.baselines.ppo_llm.cli import run_train_command
+
+    return run_train_command(args)
 
 
 def _add_eval_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -218,10 +239,11 @@ def _fmt_bytes(n: int | None) -> str:
 
 
 def _add_tasks_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The ``tasks`` group: ``tasks list`` and ``tasks show``."""
+    """The ``tasks`` group: ``tasks list``, ``show``, ``validate``, ``synthesize`` and ``nearest``."""
     from cuda_gym.tasks.loaders import SOURCES
 
-    tasks = sub.add_parser("tasks", help="list and show tasks", description="List and show tasks of a task set.")
+    tasks = sub.add_parser("tasks", help="list, show, validate, synthesize tasks",
+                           description="List, show, validate and synthesize tasks of a task set.")
     tsub = _subcommands(tasks, "tasks_command")
     lst = tsub.add_parser(
         "list",
@@ -242,6 +264,7 @@ def _add_tasks_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     show.add_argument("--path", default=None, help="data folder or file (custom tasks: their folder)")
     show.add_argument("--size", choices=SIZES, default=None, help="builtin task size")
     show.set_defaults(func=cmd_tasks_show)
+    _add_task_pipeline_commands(tsub)
 
 
 def cmd_tasks_list(args: argparse.Namespace) -> int:
@@ -296,6 +319,176 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
         print(f"# facts incomplete: {facts.error}")
     print()
     print(task.code.rstrip())
+    return 0
+
+
+_SOURCE_HELP = "a task set (builtin, kernelbench, ops6k) or a folder of KernelBench-style .py files"
+
+
+def _add_task_pipeline_commands(tsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``tasks validate``, ``tasks synthesize`` and ``tasks nearest`` (``cuda_gym.tasks.validate``,
+    ``synthesize``, ``similarity``; see docs/task_pipeline.md)."""
+    from cuda_gym.tasks.similarity import DEFAULT_THRESHOLD
+    from cuda_gym.tasks.validate import RULES, ValidationConfig
+
+    device_default = {"device": f"cuda:0 if a GPU is visible, else cpu; one of {DEVICES_HELP}"}
+    val = tsub.add_parser(
+        "validate", help="check every task of a set against the paper's rubric (resumable JSONL report)",
+        description="Check each rule (" + ", ".join(RULES) + ") on every task of SOURCE, each task in a "
+        "worker process under a time limit; append one JSON line per task to --report as it finishes (a "
+        "second run resumes) and print a summary table.")
+    val.add_argument("source", metavar="SOURCE", help=_SOURCE_HELP)
+    _add_source_options(val)
+    val.add_argument("--report", default="validation.jsonl", help="JSONL report to append to (default validation.jsonl)")
+    val.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    val.add_argument("--sample", type=int, default=None, metavar="N",
+                     help="only N tasks drawn at random (seeded by --sample-seed), e.g. for the costly compile rule")
+    val.add_argument("--sample-seed", type=int, default=0, help="seed of --sample (default 0)")
+    val.add_argument("--summary-json", default=None, metavar="PATH", help="also write the summary as JSON here")
+    add_config_options(val.add_argument_group("validation settings (ValidationConfig fields)"), ValidationConfig,
+                       defaults=device_default)
+    val.set_defaults(func=cmd_tasks_validate)
+
+    syn = tsub.add_parser(
+        "synthesize", help="compose fused-operator tasks and keep those that validate",
+        description="Stack 1-5 torch operators from a catalogue with shape rules (or let an LLM behind an "
+        "OpenAI-compatible endpoint write them) into KernelBench-style task files; every candidate goes "
+        "through `tasks validate`, only the passing ones are written to --out.")
+    syn.add_argument("--out", required=True, metavar="DIR", help="folder to write the tasks to (load it as a custom set)")
+    syn.add_argument("--count", type=int, default=10, help="tasks to write (default 10)")
+    syn.add_argument("--seed", type=int, default=0, help="composer seed (default 0): the same seed gives the same tasks")
+    syn.add_argument("--size", choices=SIZES, default="default", help="small (CPU-sized) or default (GPU-sized)")
+    syn.add_argument("--min-ops", type=int, default=1, help="fewest operators per task (default 1)")
+    syn.add_argument("--max-ops", type=int, default=5, help="most operators per task (default 5)")
+    syn.add_argument("--max-candidates", type=int, default=None, help="stop after this many candidates (default 10x count)")
+    syn.add_argument("--llm-base-url", default=None, metavar="URL",
+                     help="compose with a model behind this OpenAI-compatible endpoint (e.g. http://localhost:8000/v1)")
+    syn.add_argument("--llm-model", default=None, help="the model name to ask (with --llm-base-url)")
+    syn.add_argument("--llm-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    add_config_options(syn.add_argument_group("validation settings (ValidationConfig fields)"), ValidationConfig,
+                       defaults=device_default)
+    syn.set_defaults(func=cmd_tasks_synthesize)
+
+    near = tsub.add_parser(
+        "nearest", help="the most similar reference task of each task (decontamination)",
+        description="For each task of SOURCE, the reference task with the highest normalized-AST similarity "
+        "(identifiers and constants normalized; see docs/task_pipeline.md).")
+    near.add_argument("source", metavar="SOURCE", help=_SOURCE_HELP)
+    _add_source_options(near)
+    near.add_argument("--reference", default="kernelbench", help="reference task set or folder (default kernelbench)")
+    near.add_argument("--reference-path", default=None, help="data folder or file of the reference set")
+    near.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                      help=f"mark tasks at least this similar (default {DEFAULT_THRESHOLD})")
+    near.add_argument("--only-above", action="store_true", help="print only tasks at or above --threshold")
+    near.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+    near.set_defaults(func=cmd_tasks_nearest)
+
+
+def _add_source_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--path", default=None, help="data folder or file of SOURCE (see `cuda-gym data path`)")
+    parser.add_argument("--level", type=int, action="append", default=None, help="keep only this level (repeatable)")
+    parser.add_argument("--size", choices=SIZES, default="default", help="builtin task size (default: default)")
+
+
+def _load_source(source: str, path: str | None, level: list[int] | None, size: str) -> list[Task]:
+    """The tasks of a SOURCE argument: a task set name, or a folder of task files (``custom``)."""
+    from pathlib import Path
+
+    from cuda_gym.errors import TaskError
+    from cuda_gym.tasks import SOURCES, load_tasks
+
+    if source in SOURCES and source != "custom":
+        return list(load_tasks(source, path=path, level=level, size=cast("Size", size)))
+    if Path(source).expanduser().is_dir():
+        return list(load_tasks("custom", path=source, level=level))
+    raise TaskError(f"SOURCE {source!r} is neither a task set ({', '.join(s for s in SOURCES if s != 'custom')}) "
+                    "nor a folder of task files")
+
+
+def _validation_config(args: argparse.Namespace) -> ValidationConfig:
+    from cuda_gym.tasks.validate import ValidationConfig
+
+    return ValidationConfig(**{"device": _default_device(None), **config_kwargs(args)})
+
+
+def cmd_tasks_validate(args: argparse.Namespace) -> int:
+    """``cuda-gym tasks validate SOURCE``: the report and its summary table."""
+    import json
+    import random
+
+    from cuda_gym.tasks.validate import summarize, validate_tasks
+
+    config = _validation_config(args)
+    tasks = _load_source(args.source, args.path, args.level, args.size)
+    if args.sample is not None and args.sample < len(tasks):
+        picked = set(random.Random(args.sample_seed).sample(range(len(tasks)), args.sample))
+        tasks = [t for i, t in enumerate(tasks) if i in picked]
+    if args.limit is not None:
+        tasks = tasks[: args.limit]
+    print(f"# validating {len(tasks)} tasks on {config.device} ({', '.join(config.rule_list)}), "
+          f"{config.jobs} worker(s); report {args.report}", file=sys.stderr)
+    records = validate_tasks(tasks, config, report=args.report, progress=True)
+    summary = summarize(records)
+    print(summary.table())
+    if args.summary_json:
+        from pathlib import Path
+
+        Path(args.summary_json).write_text(json.dumps(summary.to_dict(), indent=1) + "\n")
+    return 0
+
+
+def cmd_tasks_synthesize(args: argparse.Namespace) -> int:
+    """``cuda-gym tasks synthesize --out DIR``: compose, validate, write the passing tasks."""
+    import os
+
+    from cuda_gym.tasks.synthesize import Composer, LLMComposer, RuleComposer, synthesize
+
+    config = _validation_config(args)
+    composer: Composer
+    if args.llm_base_url:
+        if not args.llm_model:
+            from cuda_gym.errors import ConfigError
+
+            raise ConfigError("--llm-base-url needs --llm-model (the model name the endpoint serves)")
+        composer = LLMComposer(args.llm_base_url, args.llm_model, api_key=os.environ.get(args.llm_api_key_env),
+                               seed=args.seed, size=args.size, min_ops=args.min_ops, max_ops=args.max_ops)
+    else:
+        composer = RuleComposer(args.seed, args.size, args.min_ops, args.max_ops)
+    result = synthesize(composer, args.out, args.count, config, max_candidates=args.max_candidates, progress=True)
+    for name, rules in sorted(result.rejected.items()):
+        print(f"rejected {name}: {', '.join(rules)}")
+    print(f"{len(result.written)} tasks in {args.out} ({result.candidates} candidates, {len(result.rejected)} rejected); "
+          f"load them with load_tasks('custom', path={args.out!r})")
+    return 0 if len(result.written) >= args.count else 1
+
+
+def cmd_tasks_nearest(args: argparse.Namespace) -> int:
+    """``cuda-gym tasks nearest SOURCE``: nearest reference task and similarity of each task."""
+    import json
+
+    from cuda_gym.tasks.similarity import ReferenceIndex
+    from cuda_gym.tasks.validate import ValidationConfig, reference_items
+
+    tasks = _load_source(args.source, args.path, args.level, args.size)
+    refs = reference_items(ValidationConfig(device="cpu", rules="similarity", reference=args.reference,
+                                            reference_path=args.reference_path))
+    index = ReferenceIndex(refs)
+    width = max([len(t.id) for t in tasks] + [4])
+    if not args.json:
+        print(f"{'task':<{width}}  {'similarity':>10}  nearest")
+    above = 0
+    for task in tasks:
+        ref_id, score = index.nearest(task.code, exclude=task.id)
+        above += score >= args.threshold
+        if args.only_above and score < args.threshold:
+            continue
+        if args.json:
+            print(json.dumps({"task_id": task.id, "nearest": ref_id, "similarity": round(score, 4)}))
+        else:
+            mark = "  near-copy" if score >= args.threshold else ""
+            print(f"{task.id:<{width}}  {score:>10.3f}  {ref_id}{mark}")
+    print(f"# {above} of {len(tasks)} tasks at or above {args.threshold:g} (reference {args.reference}, "
+          f"{len(index)} tasks)", file=sys.stderr)
     return 0
 
 

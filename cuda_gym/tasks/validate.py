@@ -102,8 +102,8 @@ class ValidationConfig:
     seeds: int = 3
     """Input seeds for ``varies`` and ``static_shape`` (at least 2)."""
 
-    seed: int = 0
-    """Base seed of the inputs (seed ``seed + i`` for the i-th input draw)."""
+    input_seed: int = 0
+    """Base seed of the inputs (seed ``input_seed + i`` for the i-th input draw)."""
 
     init_seed: int = 42
     """Seed under which the model is built (the judge's ``init_seed``)."""
@@ -395,7 +395,7 @@ class _Checker:
         def keep(out: Any) -> Any:
             return _to_cpu(harness.sample_large(out, seed=1234))
 
-        seeds = [cfg.seed + i for i in range(cfg.seeds)]
+        seeds = [cfg.input_seed + i for i in range(cfg.seeds)]
         with self._device_section():
             if cuda:
                 torch.cuda.reset_peak_memory_stats(dev)
