@@ -8,10 +8,10 @@ the install). One batch of at least 20 distinct honest submissions: every CUDA w
 
 1. ``prepare``: every submission built once and every task's baselines measured once (cached: the
    serial and pool runs below both start from cached builds and baselines; not counted);
-2. ``serial``: ``Judge.evaluate`` one after the other, a fresh candidate server each (today's path);
-3. ``pool``: the same batch submitted at once to a ``LocalGPUPool`` (warm servers, builds ahead);
-4. ``faults``: honest submissions with an illegal memory access, an endless kernel and a GPU OOM
-   (``tests/faults``) through the pool: verdicts, seconds, and an honest job judged after them.
+2. ``faults``: honest submissions with an illegal memory access, an endless kernel and a GPU OOM
+   (``tests/faults``) through that pool: verdicts, seconds, and an honest job judged after them;
+3. ``serial``: ``Judge.evaluate`` one after the other, a fresh candidate server each (today's path);
+4. ``pool``: the same batch submitted at once to a fresh ``LocalGPUPool`` (warm servers, builds ahead).
 
 Reported: evaluations per hour, overhead beyond the timed work per evaluation (wall / n minus the
 mean timed seconds), and per solution the ratio of the candidate median through the pool to the
@@ -137,10 +137,33 @@ def main() -> int:
     with LocalGPUPool(cfg, devices=[cfg.device], warm_servers=warm) as pool:
         futures = {name: pool.submit(job) for name, job in batch}
         report["prepare"] = {n: _row(n, f.result()) for n, f in futures.items()}
-    report["prepare_s"] = time.perf_counter() - t0
-    _write(report)
+        report["prepare_s"] = time.perf_counter() - t0
+        _write(report)
 
-    # 2. serial, today's path: one judge, a fresh candidate server per evaluation
+        # 2. faults among honest submissions, same pool (before the timed runs: a cut run keeps them)
+        if cfg.is_cuda:
+            bad = faults(parent)
+            t0 = time.perf_counter()
+            mixed = [(n, j, "") for n, j in batch[:3]] + bad + [(n, j, "") for n, j in batch[3:5]]
+            futs = [(n, pool.submit(j), expect) for n, j, expect in mixed]
+            frows = []
+            for name, fut, expect in futs:
+                try:
+                    res = fut.result()
+                    row = _row(name, res)
+                    row["expect"] = expect
+                    text = (res.error + res.compile_log).lower()
+                    row["verdict_ok"] = (not res.passed and expect.lower() in text) if expect else res.passed
+                except Exception as exc:  # noqa: BLE001 - recorded, the batch goes on
+                    row = {"name": name, "exception": f"{type(exc).__name__}: {exc}"[:500], "verdict_ok": False}
+                frows.append(row)
+                report["faults"] = {"rows": frows}
+                _write(report)
+            after = _row("after-faults", pool.submit(batch[0][1]).result())
+            report["faults"] = {"rows": frows, "wall_s": time.perf_counter() - t0, "honest_after": after}
+            _write(report)
+
+    # 3. serial, today's path: one judge, a fresh candidate server per evaluation
     rows = []
     t0 = time.perf_counter()
     with Judge(cfg) as judge:
@@ -154,7 +177,7 @@ def main() -> int:
     report["serial"] = {"rows": rows, **_summary(rows, time.perf_counter() - t0)}
     _write(report)
 
-    # 3. the pool: everything submitted at once
+    # 4. the pool: everything submitted at once
     with LocalGPUPool(cfg, devices=[cfg.device], warm_servers=warm) as pool:
         for _name, job in batch[:2]:  # lane and warm servers up (a pool lives across an RL run)
             pool.submit(job).result()
@@ -174,27 +197,6 @@ def main() -> int:
             report["throughput_gain"] = report["pool"]["evaluations_per_hour"] / report["serial"]["evaluations_per_hour"]
         _write(report)
 
-        # 4. faults among honest submissions, same pool
-        if cfg.is_cuda:
-            bad = faults(parent)
-            t0 = time.perf_counter()
-            mixed = [(n, j, "") for n, j in batch[:3]] + bad + [(n, j, "") for n, j in batch[3:5]]
-            futs = [(n, pool.submit(j), expect) for n, j, expect in mixed]
-            frows = []
-            for name, fut, expect in futs:
-                try:
-                    res = fut.result()
-                    row = _row(name, res)
-                    row["expect"] = expect
-                    row["verdict_ok"] = (expect.lower() in (res.error + res.compile_log).lower()) if expect else res.passed
-                except Exception as exc:  # noqa: BLE001 - recorded, the batch goes on
-                    row = {"name": name, "exception": f"{type(exc).__name__}: {exc}"[:500], "verdict_ok": False}
-                frows.append(row)
-                report["faults"] = {"rows": frows}
-                _write(report)
-            after = _row("after-faults", pool.submit(batch[0][1]).result())
-            report["faults"] = {"rows": frows, "wall_s": time.perf_counter() - t0, "honest_after": after}
-            _write(report)
     print(json.dumps({k: report.get(k) for k in ("prepare_s", "throughput_gain", "median_ratio_worst")}, default=str))
     for key in ("serial", "pool"):
         print(key, {k: v for k, v in report.get(key, {}).items() if k != "rows"})
