@@ -88,8 +88,10 @@ def load_solution(path: str | Path, task_id: str | None = None) -> DemoSolution:
     """A stored solution: a workspace folder or a single ``model_new.py``-style file.
 
     The task is ``task_id``, else the folder's ``task.txt`` (the demo layout) or the ``task`` key of
-    its ``meta.json`` (the layout of ``tests/solutions``). A single file becomes ``model_new.py``
-    (a single-file submission, e.g. with ``load_inline``) and needs ``task_id``.
+    its ``meta.json`` (the layout of ``tests/solutions``). A ``base`` file names folders (one a line,
+    relative to the folder's parent) whose files the solution starts from: shared kernels are kept
+    once (``baselines/solutions/cuda/_lib``). A single file becomes ``model_new.py`` (a single-file
+    submission, e.g. with ``load_inline``) and needs ``task_id``.
 
     Raises:
         CudaGymError: the path is missing, empty, or names no task.
@@ -107,14 +109,43 @@ def load_solution(path: str | Path, task_id: str | None = None) -> DemoSolution:
         task_id = str(json.loads((root / "meta.json").read_text()).get("task") or "") or None
     if not task_id:
         raise CudaGymError(f"the solution {root} names no task: add task.txt with the task id, or pass task_id")
-    files = {
-        str(p.relative_to(root)): p.read_text()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name not in ("task.txt", "meta.json") and "__pycache__" not in p.parts
-    }
+    files: dict[str, str] = {}
+    for folder in [*_bases(root), root]:
+        files.update(_folder_files(folder))
     if not files:
         raise CudaGymError(f"the solution {root} holds no file besides its task name")
     return DemoSolution(task_id, files)
+
+
+_NOT_FILES = ("task.txt", "meta.json", "base")
+"""Files of a solution folder that describe it rather than belong to the workspace."""
+
+
+def _folder_files(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): p.read_text()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name not in _NOT_FILES and "__pycache__" not in p.parts
+    }
+
+
+def _bases(root: Path, depth: int = 0) -> list[Path]:
+    """The folders ``root``'s ``base`` file names (one a line, relative to ``root``'s parent, as in
+    ``tests/solutions``), each after its own bases: their files come first, ``root``'s own replace them."""
+    if not (root / "base").is_file():
+        return []
+    if depth > 8:
+        raise CudaGymError(f"the solution {root}: its bases nest too deeply (a cycle?)")
+    out: list[Path] = []
+    for line in (root / "base").read_text().splitlines():
+        name = line.split("#", 1)[0].strip()
+        if not name:
+            continue
+        base = (root.parent / name).resolve()
+        if not base.is_dir():
+            raise CudaGymError(f"the solution {root} names a base {name!r} that is not a folder ({base})")
+        out += [*_bases(base, depth + 1), base]
+    return out
 
 
 def load_solutions(root: str | Path) -> dict[str, DemoSolution]:
