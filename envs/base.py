@@ -57,16 +57,29 @@ def find_task(task_id: str, config: KernelEnvConfig) -> Task:
 
 
 def load_task_list(config: KernelEnvConfig) -> list[Task]:
-    """The tasks an env draws from: ``config.task_ids`` if given, else the whole (filtered) set."""
+    """The tasks an env draws from: ``config.task_ids`` if given, else the whole (filtered) set;
+    then only those the ``task_filter`` report passed, if one is set."""
     if config.task_ids:
-        return [find_task(task_id, config) for task_id in config.task_ids]
-    path = _data_path(config)
-    tasks = list(_task_set(config.source, path, config.level, config.size))
-    if not tasks:
-        raise ConfigError(
-            f"the task set {config.source!r} (level={config.level}, path={path}) holds no task: "
-            "check the source, level and data_path settings"
-        )
+        tasks = [find_task(task_id, config) for task_id in config.task_ids]
+    else:
+        path = _data_path(config)
+        tasks = list(_task_set(config.source, path, config.level, config.size))
+        if not tasks:
+            raise ConfigError(
+                f"the task set {config.source!r} (level={config.level}, path={path}) holds no task: "
+                "check the source, level and data_path settings"
+            )
+    if config.task_filter is not None:
+        from cuda_gym.tasks.validate import filter_tasks
+
+        kept = filter_tasks(tasks, config.task_filter)
+        if not kept:
+            raise ConfigError(
+                f"the validation report {config.task_filter} passes none of the {len(tasks)} tasks of this env "
+                f"(size {config.size!r}): validate these tasks (`cuda-gym tasks validate {config.source} "
+                f"--report {config.task_filter}`) or drop task_filter"
+            )
+        tasks = kept
     return tasks
 
 

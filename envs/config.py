@@ -37,6 +37,10 @@ class KernelEnvConfig:
     task_ids: Sequence[str] | None = None
     """Restrict episodes to these task ids (in this order of preference for ``reset``'s draw)."""
 
+    task_filter: str | Path | None = None
+    """A validation report (the JSONL of ``cuda-gym tasks validate``): keep only the tasks it passed,
+    with the code it validated (tasks it lacks, failed or saw with other code are left out)."""
+
     device: str = "cuda"
     """``cuda`` / ``cuda:N`` (the agent writes CUDA) or ``cpu`` (the agent writes C++); sets the flavour."""
 

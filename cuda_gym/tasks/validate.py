@@ -590,9 +590,12 @@ def _worker_main(conn: Connection, config: ValidationConfig, reference: list[tup
     import warnings
 
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-    import torch
+    if set(config.rule_list) - {"similarity"}:
+        import torch
 
-    torch.set_num_threads(max(1, threads))
+        torch.set_num_threads(max(1, threads))
+        if {"memory", "static_shape", "compile"} & set(config.rule_list):
+            import torch._dynamo  # noqa: F401 - meta tracing and compile import it on first use: seconds, before any deadline
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
     index = ReferenceIndex(reference) if reference and "similarity" in config.rule_list else None
@@ -640,6 +643,7 @@ class _Pool:
         self.lock_path = os.path.join(self.tmp.name, "device.lock")
         self.threads = max(1, (os.cpu_count() or 1) // config.jobs)
         self.failed_starts = 0
+        self.todo: deque[tuple[Task, str]] = deque()
         self.slots = [self._start() for _ in range(config.jobs)]
 
     def _start(self) -> _Slot:
@@ -655,7 +659,10 @@ class _Pool:
             slot.process.kill()
             slot.process.join(5)
         slot.conn.close()
-        self.slots[self.slots.index(slot)] = self._start()
+        if self.todo:
+            self.slots[self.slots.index(slot)] = self._start()
+        else:
+            self.slots.remove(slot)  # nothing left to give a fresh worker: do not pay for its start
 
     def close(self) -> None:
         for slot in self.slots:
@@ -669,9 +676,11 @@ class _Pool:
 
     def run(self, tasks: Iterable[tuple[Task, str]], on_done: Callable[[TaskRecord], None]) -> None:
         """Validate ``(task, settings key)`` pairs; ``on_done`` gets each finished record."""
-        todo = deque(tasks)
+        todo = self.todo = deque(tasks)
         rules = self.config.rule_list
         while todo or any(s.record is not None for s in self.slots):
+            if not self.slots:
+                raise TaskError("every validation worker died and none could be restarted")
             for slot in self.slots:
                 if slot.ready and slot.record is None and todo:
                     task, key = todo.popleft()
