@@ -54,7 +54,7 @@ class _Normalizer(ast.NodeTransformer):
             elif isinstance(stmt, ast.ImportFrom) and stmt.module:
                 for alias in stmt.names:
                     self.modules[alias.asname or alias.name] = f"{stmt.module}.{alias.name}"
-        node.body = [s for s in node.body if not isinstance(s, (ast.Import, ast.ImportFrom))]
+        node.body = self._drop_docstring([s for s in node.body if not isinstance(s, (ast.Import, ast.ImportFrom))])
         return self.generic_visit(node)
 
     def _drop_docstring(self, body: list[ast.stmt]) -> list[ast.stmt]:

@@ -339,7 +339,7 @@ class RuleComposer:
     def draw(self, index: int) -> tuple[list[Step], dict[str, int], Layout]:
         """The operator steps, input sizes and input layout of candidate ``index``."""
         rng = random.Random(f"cuda_gym.synthesize:{self.seed}:{index}")
-        layout: Layout = rng.choice(ALL)
+        layout: Layout = rng.choice([lay for lay in ALL if any(lay in op.layouts for op in self.catalogue)])
         inputs = {name: rng.choice(_SIZES[self.size][name]) for name in _INPUT_NAMES[layout]}
         shape = Shape(layout, tuple(inputs.values()))
         steps: list[Step] = []
@@ -349,6 +349,8 @@ class RuleComposer:
                 break
             last = steps[-1].op if steps else ""
             fits = [op for op in self.catalogue if shape.layout in op.layouts and op.name != last]
+            if not fits:
+                break
             step = rng.choice(fits).make(rng, shape, f"op{len(steps)}")
             if step is None or step.out.numel == 0:
                 continue
