@@ -76,6 +76,42 @@ def test_pool_judges_honest_and_broken_submissions(pool: LocalGPUPool, tmp_path:
     assert sum(lane.done for lane in pool.lanes) >= 5  # the broken build never reached a lane
 
 
+def _candidate_servers(pid: int) -> set[int]:
+    """Pids of the candidate servers below process ``pid`` (``/proc``), waiting or working."""
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            argv = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
+            if argv[1:3] == [b"-m", b"cuda_gym.judge.candidate_server"]:  # the server, not the sandbox around it
+                found.add(p)
+            for tid in os.listdir(f"/proc/{p}/task"):
+                todo += [int(c) for c in Path(f"/proc/{p}/task/{tid}/children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _warm_servers(pool: LocalGPUPool, timeout_s: float = 120) -> dict[int, set[int]]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        warm = {lane.index: _candidate_servers(lane.worker_pid() or 0) for lane in pool.lanes}
+        if all(len(v) == 1 for v in warm.values()):
+            return warm
+        time.sleep(0.2)
+    raise AssertionError(f"the lanes did not keep one warm server each: {warm}")
+
+
+def test_lanes_keep_warm_single_use_servers(pool: LocalGPUPool, tmp_path: Path) -> None:
+    """Between jobs each lane holds one started server; a job uses one and a new one replaces it."""
+    before = _warm_servers(pool)
+    futures = [pool.submit(workspace_job(n, tmp_path, mode="verify")) for n in HONEST[:2]]
+    assert all(f.result(timeout=300).passed for f in futures)
+    after = _warm_servers(pool)
+    for index, pids in before.items():
+        assert pids.isdisjoint(after[index])  # each server served one submission and is gone
+
+
 def test_pool_survives_a_worker_killed_mid_job(pool: LocalGPUPool, tmp_path: Path) -> None:
     future = pool.submit(workspace_job("cpu_row_softmax", tmp_path, mode="verify"))
     deadline = time.monotonic() + 300

@@ -207,7 +207,6 @@ class RayExecutor(Executor):
             cause = exc.cause if isinstance(getattr(exc, "cause", None), Exception) else JudgeError(str(exc)[:2000])
             work.future.set_exception(cause)
             return
-        self._last_alive = time.monotonic()
         work.future.set_result(result)
 
     def _settle_probes(self, ray: Any, probes: dict[Any, _Actor]) -> None:
@@ -223,15 +222,14 @@ class RayExecutor(Executor):
                 actor.failed_at = time.monotonic()
                 continue
             actor.failed_at = 0.0
-            self._last_alive = time.monotonic()
 
     def _fail_if_stranded(self) -> None:
+        now = time.monotonic()
         with self._cond:
-            if self._running or not self._queue or any(not a.failed_at for a in self.actors):
-                if any(not a.failed_at for a in self.actors):
-                    self._last_alive = max(self._last_alive, time.monotonic() - 1.0)
+            if self._running or any(not a.failed_at for a in self.actors):
+                self._last_alive = now
                 return
-            if time.monotonic() - self._last_alive < NO_ACTOR_TIMEOUT_S:
+            if not self._queue or now - self._last_alive < NO_ACTOR_TIMEOUT_S:
                 return
             stranded = list(self._queue)
             self._queue.clear()

@@ -170,7 +170,10 @@ class WarmServers:
         self.driver = driver
         self.count = count
         self.stock: list[_Warm] = []
-        self.key: tuple[int, float] | None = None
+        self.key: int | None = None
+        """The memory limit the stock was started with."""
+        self.wall_s = 0.0
+        """The largest wall budget seen: the stock's sandboxes get it plus ``WARM_TTL_S``."""
         self.root = Path(tempfile.mkdtemp(prefix="cuda_gym_slots_"))
         self._next: _Warm | None = None
         self._current: _Warm | None = None
@@ -191,7 +194,7 @@ class WarmServers:
 
     def place(self, req: Any) -> Any:
         """Take a warm server for ``req``; ``req`` with every path moved into its slot (unchanged if none)."""
-        if self.key != (req.settings.memory_bytes, req.settings.wall_s) or bool(getattr(req, "writable", None)):
+        if self.key != req.settings.memory_bytes or req.settings.wall_s > self.wall_s or bool(getattr(req, "writable", None)):
             return req  # limits differ from the stock's (refill replaces it) or the job needs its own binds
         while self.stock:
             warm = self.stock.pop(0)
@@ -204,16 +207,17 @@ class WarmServers:
 
     def refill(self, task: _Prepared, s: RunSettings) -> None:
         """Start servers until ``count`` are warm or booting, for these limits."""
-        key = (s.memory_bytes, s.wall_s)
-        if key != self.key:
+        # One stock for every mode: a verify job (no timing budget) may run on a server started for a
+        # full one; its wall limit is only the sandbox's safety net, the driver bounds every step itself.
+        if s.memory_bytes != self.key or s.wall_s > self.wall_s:
             self.clear()
-            self.key = key
+            self.key, self.wall_s = s.memory_bytes, max(s.wall_s, self.wall_s)
         while len(self.stock) < self.count:
             slot = Path(tempfile.mkdtemp(prefix="slot_", dir=self.root))
             (slot / "job").mkdir()
             spec = self.driver._spec(task, s, slot, [slot / "job"], [])
             spec.limits = dataclasses.replace(
-                spec.limits, wall_s=s.wall_s + WARM_TTL_S, file_bytes=max(spec.limits.file_bytes or 0, WARM_FILE_BYTES)
+                spec.limits, wall_s=self.wall_s + WARM_TTL_S, file_bytes=max(spec.limits.file_bytes or 0, WARM_FILE_BYTES)
             )
             self.stock.append(_Warm(ServerSession(spec), slot).launch(self.driver.segments))
 
