@@ -344,12 +344,20 @@ def _add_task_pipeline_commands(tsub: argparse._SubParsersAction[argparse.Argume
     val.add_argument("--report", default="validation.jsonl", help="JSONL report to append to (default validation.jsonl)")
     val.add_argument("--limit", type=int, default=None, help="only the first N tasks")
     val.add_argument("--sample", type=int, default=None, metavar="N",
-                     help="only N tasks drawn at random (seeded by --sample-seed), e.g. for the costly compile rule")
+                     help="only N tasks drawn at random (seeded by --sample-seed), validated in the drawn order; "
+                     "e.g. for the costly compile rule, or N >= the set's size to shuffle a time-capped run")
     val.add_argument("--sample-seed", type=int, default=0, help="seed of --sample (default 0)")
     val.add_argument("--summary-json", default=None, metavar="PATH", help="also write the summary as JSON here")
     add_config_options(val.add_argument_group("validation settings (ValidationConfig fields)"), ValidationConfig,
                        defaults=device_default)
     val.set_defaults(func=cmd_tasks_validate)
+
+    rep = tsub.add_parser("report", help="the summary table of a validation report",
+                          description="Print the summary of a JSONL validation report (several runs merged per task).")
+    rep.add_argument("report", metavar="REPORT", help="the JSONL file of `tasks validate`")
+    rep.add_argument("--summary-json", default=None, metavar="PATH", help="also write the summary as JSON here")
+    rep.add_argument("--limit", type=int, default=10, help="task ids shown per list (default 10)")
+    rep.set_defaults(func=cmd_tasks_report)
 
     syn = tsub.add_parser(
         "synthesize", help="compose fused-operator tasks and keep those that validate",
@@ -422,9 +430,9 @@ def cmd_tasks_validate(args: argparse.Namespace) -> int:
 
     config = _validation_config(args)
     tasks = _load_source(args.source, args.path, args.level, args.size)
-    if args.sample is not None and args.sample < len(tasks):
-        picked = set(random.Random(args.sample_seed).sample(range(len(tasks)), args.sample))
-        tasks = [t for i, t in enumerate(tasks) if i in picked]
+    if args.sample is not None:
+        # In the drawn order: a run cut short by a time limit has validated a uniform sample.
+        tasks = [tasks[i] for i in random.Random(args.sample_seed).sample(range(len(tasks)), min(args.sample, len(tasks)))]
     if args.limit is not None:
         tasks = tasks[: args.limit]
     print(f"# validating {len(tasks)} tasks on {config.device} ({', '.join(config.rule_list)}), "
@@ -435,6 +443,20 @@ def cmd_tasks_validate(args: argparse.Namespace) -> int:
     if args.summary_json:
         from pathlib import Path
 
+        Path(args.summary_json).write_text(json.dumps(summary.to_dict(), indent=1) + "\n")
+    return 0
+
+
+def cmd_tasks_report(args: argparse.Namespace) -> int:
+    """``cuda-gym tasks report REPORT``: the summary table of a report."""
+    import json
+    from pathlib import Path
+
+    from cuda_gym.tasks.validate import read_report, summarize
+
+    summary = summarize(read_report(args.report))
+    print(summary.table(limit=args.limit))
+    if args.summary_json:
         Path(args.summary_json).write_text(json.dumps(summary.to_dict(), indent=1) + "\n")
     return 0
 

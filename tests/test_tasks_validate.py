@@ -156,6 +156,10 @@ def test_timing_window_hangs_and_crashes_through_the_cli(tmp_path: Path, capsys:
     assert hang["timing"].status == "skip"
     crash = records["custom/y_crash"].rules["eager"]
     assert crash.status == "fail" and "worker died" in crash.detail and "exit code 3" in crash.detail
+    summary = tmp_path / "summary.json"
+    assert main(["tasks", "report", str(report), "--summary-json", str(summary)]) == 0
+    assert "1 of 5 tasks pass every rule checked" in capsys.readouterr().out
+    assert json.loads(summary.read_text())["rules"]["eager"] == {"pass": 3, "fail": 2, "skip": 0}
 
 
 def test_near_copy_of_a_kernelbench_task_fails_similarity(data_dir: Path, tmp_path: Path) -> None:
