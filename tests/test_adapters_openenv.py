@@ -64,6 +64,7 @@ async def _episode(url: str, files: dict[str, str]) -> tuple[CudaObservation, li
         return final.observation, texts, state
 
 
+@pytest.mark.slow  # the first judgement of a run measures the baselines (minutes on 2 cores)
 def test_two_sessions_at_once_over_the_websocket_each_with_its_workspace(server: str) -> None:
     async def both() -> tuple:
         return await asyncio.gather(_episode(server, HONEST.files), _episode(server, HACK))

@@ -45,6 +45,7 @@ def test_the_constructor_is_cheap_and_every_tool_has_a_schema_trl_accepts() -> N
         assert set(function["parameters"].get("required", [])) == set(params["required"]), name
 
 
+@pytest.mark.slow  # the first judgement of a run measures the baselines (minutes on 2 cores)
 def test_an_honest_episode_reaches_reward_1_and_invalid_calls_raise(env: CudaKernelToolEnv) -> None:
     row = {"prompt": [{"role": "user", "content": "Optimise this program."}], "task_id": TASK_ID}
     prompt = env.reset(**row)
@@ -65,6 +66,7 @@ def test_an_honest_episode_reaches_reward_1_and_invalid_calls_raise(env: CudaKer
         env.bash("ls")
 
 
+@pytest.mark.slow  # the first judgement of a run measures the baselines (minutes on 2 cores)
 def test_a_hack_never_submitted_is_judged_by_get_reward_to_minus_1(env: CudaKernelToolEnv) -> None:
     env.reset(task_id=TASK_ID)
     for path, content in HACK.items():

@@ -43,6 +43,7 @@ async def _write(tools: dict[str, BaseTool], instance: str, files: dict[str, str
         assert isinstance(response, ToolResponse) and reward == 0.0 and metrics["tool_ok"], response.text
 
 
+@pytest.mark.slow  # the first judgement of a run measures the baselines (minutes on 2 cores)
 def test_an_honest_episode_reaches_reward_1(tools: dict[str, BaseTool]) -> None:
     async def episode() -> tuple[str, float, float]:
         instance, _ = await tools["write_file"].create("trajectory-honest", task_id=TASK_ID)
@@ -63,6 +64,7 @@ def test_an_honest_episode_reaches_reward_1(tools: dict[str, BaseTool]) -> None:
     assert again.startswith("Error: the episode is over")
 
 
+@pytest.mark.slow  # the first judgement of a run measures the baselines (minutes on 2 cores)
 def test_a_hack_is_judged_by_calc_reward_to_minus_1(tools: dict[str, BaseTool]) -> None:
     async def episode() -> float:
         instance, _ = await tools["write_file"].create(None, create_kwargs={"task_id": TASK_ID})
@@ -85,6 +87,7 @@ class TrajectoryData:
         self.extra_fields: dict[str, Any] = {}
 
 
+@pytest.mark.slow  # the first judgement of a run measures the baselines (minutes on 2 cores)
 def test_verls_agent_loop_lifecycle_one_instance_per_call_keeps_the_trajectorys_workspace(
         tools: dict[str, BaseTool]) -> None:
     data = TrajectoryData("request-0", TASK_ID)

@@ -252,15 +252,15 @@ def write_tool_config(path: str | Path, env_id: str = DEFAULT_ENV_ID, tools: Seq
     return path
 
 
-def dataset_rows(task_ids: Sequence[str], env_id: str = DEFAULT_ENV_ID, tools: Sequence[str] | None = None,
+def dataset_rows(tasks: Sequence[str], env_id: str = DEFAULT_ENV_ID, tools: Sequence[str] | None = None,
                  **env_kwargs: Any) -> list[dict[str, Any]]:
-    """verl RL-dataset rows for ``task_ids`` (write them to parquet with pandas): the env's prompt as the
+    """verl RL-dataset rows for the task ids ``tasks`` (write them to parquet with pandas): the env's prompt as the
     user message, ``agent_name: tool_agent``, and ``extra_info.tools_kwargs`` naming the task for every tool."""
     names = list(tools) if tools is not None else list(TOOLS)
     session = EnvSession(env_id, **env_kwargs)
     rows = []
     try:
-        for index, task_id in enumerate(task_ids):
+        for index, task_id in enumerate(tasks):
             prompt, _ = session.start(task_id=task_id)
             create = {"create_kwargs": {"task_id": task_id}}
             rows.append({
