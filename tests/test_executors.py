@@ -171,6 +171,7 @@ def test_executor_settings_are_checked() -> None:
         JudgeJob("builtin/scale_add_relu")
 
 
+@pytest.mark.slow
 def test_vector_env_subprocesses_share_the_parents_pool(root: Path) -> None:
     """make_vec's async workers judge through the pool the parent serves: one lane set, two processes."""
     files = {str(p.relative_to(DEMO)): p.read_text() for p in sorted(DEMO.rglob("*")) if p.is_file() and p.name != "task.txt"}
