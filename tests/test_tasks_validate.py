@@ -128,7 +128,8 @@ def test_env_keeps_only_the_tasks_a_report_passed(checked) -> None:
 
 def test_timing_window_hangs_and_crashes_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Too slow, too fast, in the window; a hanging task times out and a crashing one kills its
-    worker: both are failed rules, and the run goes on with fresh workers."""
+    worker: both are failed rules, and the run goes on with fresh workers. The device lock is on:
+    the hanging task holds it until it is killed, and the other worker's wait is not its time."""
     folder = tmp_path / "tasks"
     folder.mkdir()
     sleep = "import time\n"
@@ -143,7 +144,7 @@ def test_timing_window_hangs_and_crashes_through_the_cli(tmp_path: Path, capsys:
         (folder / f"{name}.py").write_text(task.code)
     report = tmp_path / "timing.jsonl"
     code = main(["tasks", "validate", str(folder), "--device", "cpu", "--rules", "eager,timing", "--report",
-                 str(report), "--jobs", "2", "--timeout-s", "6", "--timing-calls", "3"])
+                 str(report), "--jobs", "2", "--timeout-s", "6", "--timing-calls", "3", "--exclusive-device"])
     assert code == 0
     out = capsys.readouterr().out
     assert "over the time window (1): custom/slow" in out and "under the time window (1): custom/fast" in out

@@ -309,6 +309,9 @@ class _Run:
     task: Task
     config: ValidationConfig
     emit: Callable[[str, RuleResult], None]
+    waiting: Callable[[bool], None] = lambda waiting: None
+    """Told ``True`` before waiting for the device lock and ``False`` once it is held (the parent
+    does not count the wait against the task's deadline)."""
     facts: dict[str, Any] = field(default_factory=dict)
 
 
@@ -364,8 +367,15 @@ class _Checker:
         else:
             self.emit("similarity", "pass", f"nearest {ref_id} at {score:.3f}")
 
-    def _device_section(self) -> contextlib.AbstractContextManager[Any]:
-        return self.lock if self.lock is not None else contextlib.nullcontext()
+    @contextlib.contextmanager
+    def _device_section(self) -> Iterator[None]:
+        if self.lock is None:
+            yield
+            return
+        self.run.waiting(True)
+        with self.lock:
+            self.run.waiting(False)
+            yield
 
     def runtime(self, meta_error: str) -> None:
         import torch
@@ -608,13 +618,21 @@ def _worker_main(conn: Connection, config: ValidationConfig, reference: list[tup
             return
         task: Task = msg[1]
         start = time.perf_counter()
-        run = _Run(task, config, lambda rule, res: conn.send(("rule", rule, res.status, res.detail)))
+        run = _Run(task, config, lambda rule, res: conn.send(("rule", rule, res.status, res.detail)),
+                   lambda waiting: conn.send(("lock", waiting)))
         try:
             with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
                 _Checker(run, index, DeviceLock(lock_path)).check()
         except Exception as exc:  # noqa: BLE001 - a bug here must not kill the run
             conn.send(("error", f"{_first_line(exc)}\n{traceback.format_exc()[-1500:]}"))
         run.facts["seconds"] = round(time.perf_counter() - start, 3)
+        if config.device.startswith("cuda"):
+            import gc
+
+            import torch
+
+            gc.collect()  # what a failed task left (a traceback's frames) goes before the next one
+            torch.cuda.empty_cache()
         conn.send(("done", run.facts))
 
 
@@ -628,6 +646,7 @@ class _Slot:
     record: TaskRecord | None = None
     deadline: float = math.inf
     started: float = 0.0
+    waited: float = 0.0
 
 
 class _Pool:
@@ -725,6 +744,11 @@ class _Pool:
         kind = msg[0]
         if kind == "ready":
             slot.ready = True
+        elif kind == "lock" and slot.record is not None:
+            if msg[1]:
+                slot.deadline, slot.waited = math.inf, time.monotonic()
+            else:  # the wait for the device lock is not the task's time
+                slot.deadline = time.monotonic() + self.config.timeout_s - (slot.waited - slot.started)
         elif kind == "rule" and slot.record is not None:
             slot.record.rules[msg[1]] = RuleResult(msg[2], msg[3])
         elif kind == "error" and slot.record is not None:
