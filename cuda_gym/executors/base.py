@@ -23,7 +23,8 @@ class Executor(abc.ABC):
     ``JudgeResult`` (a candidate's failure is in the result; an infrastructure failure is the future's
     ``JudgeError``). Every submitted job's future is resolved: with a result, an exception, or
     cancellation by ``close(cancel=True)``. ``close()`` waits for the jobs in flight and stops the
-    workers; executors are context managers. Subclasses implement ``submit`` and ``close``.
+    workers; executors are context managers (leaving the block on an exception cancels the queued
+    jobs). Subclasses implement ``submit`` and ``close``.
     """
 
     kind: str = ""
@@ -52,8 +53,8 @@ class Executor(abc.ABC):
     def __enter__(self) -> Executor:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(cancel=exc_type is not None)  # leaving on an error (Ctrl-C): queued jobs are cancelled
 
 
 def done_future(fn: Any, *args: Any, **kwargs: Any) -> Future[Any]:
