@@ -21,6 +21,7 @@ import os
 import socket
 import sys
 import threading
+import time
 import traceback
 import types
 from pathlib import Path
@@ -47,6 +48,7 @@ class Server:
         self.arena: HostArena | None = None
         self.model: Any = None
         self.calibration: Any = None
+        self.tick: torch.Tensor | None = None  # the no-op's one-element kernel target (GPU)
         self.sent: set[int] = set()  # ids of this process's pool segments the driver has
         self.last: Any = None  # outputs of the last call, alive until the next call (the driver reads them)
         self.poison_bytes = 0
@@ -59,6 +61,7 @@ class Server:
         """Answer messages until ``Shutdown`` or the driver goes away."""
         while True:
             msg, fds = self.channel.recv((Calibrate, Load, Call, Shutdown))
+            received = time.perf_counter()
             if isinstance(msg, Shutdown):
                 return
             if isinstance(msg, Calibrate):
@@ -66,7 +69,7 @@ class Server:
             elif isinstance(msg, Load):
                 self.channel.send(self.load(msg))
             else:
-                self.channel.send(*self.call(msg, fds))
+                self.channel.send(*self.call(msg, fds, received))
 
     def calibrate(self, msg: Calibrate, fds: list[int]) -> Loaded:
         """Keep the CPU input arena (its fd comes with this message) and build the no-op outputs."""
@@ -76,6 +79,8 @@ class Server:
             self.arena = HostArena(os.fstat(fds[0]).st_size, fd=fds[0])
         with self._pool():
             self.calibration = from_value(msg.outputs, self._zeros)
+        if self.cuda:
+            self.tick = torch.zeros(1, device=self.device)
         self.poison_bytes = sum(
             t.numel() * t.element_size() for _, t in harness.iter_leaves(self.calibration) if isinstance(t, torch.Tensor)
         )
@@ -117,8 +122,8 @@ class Server:
         except BaseException as exc:  # noqa: BLE001 - SystemExit from candidate code too
             return Loaded(error=describe(exc, stage), stage=stage, violations=_subclass_violation(exc))
 
-    def call(self, msg: Call, fds: list[int]) -> tuple[Reply, list[int]]:
-        """Run one call; the reply and the fds of newly shared segments."""
+    def call(self, msg: Call, fds: list[int], received: float = 0.0) -> tuple[Reply, list[int]]:
+        """Run one call; the reply and the fds of newly shared segments (``received``: when it arrived)."""
         self.last = None
         try:
             if self.peer is not None:
@@ -130,14 +135,19 @@ class Server:
             violations: list[tuple[str, str]] = []
             event_ms = -1.0
             profile: tuple[tuple[str, int, float], ...] = ()
+            started = time.perf_counter()
             if msg.noop:
                 out = self.calibration
+                if self.tick is not None:  # one launch and a synchronization, as every real call has
+                    self.tick.add_(1.0)
+                    harness.synchronize(self.device)
             elif self.model is None:
                 raise CandidateError("no program is loaded")
             elif msg.profile:
                 out, profile = self._profiled(inputs)
             else:
                 out, event_ms, violations = self._run(inputs, msg.audit)
+            finished = time.perf_counter()
             if threading.active_count() > self.base_py_threads:
                 violations.append(
                     (
@@ -157,6 +167,7 @@ class Server:
                 event_ms=event_ms,
                 violations=tuple(violations),
                 profile=profile,
+                marks=(received, started, finished, time.perf_counter()),
             ), send
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the driver
             return Reply(seq=msg.seq, error=describe(exc, "call"), violations=_subclass_violation(exc)), []

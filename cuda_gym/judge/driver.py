@@ -33,7 +33,7 @@ import torch
 
 from cuda_gym.errors import JudgeError, ProtocolError, SandboxError
 from cuda_gym.judge import harness
-from cuda_gym.judge.messages import Calibrate, Call, Hello, Load, Loaded, Reply, Shutdown, TensorRef, Value
+from cuda_gym.judge.messages import Calibrate, Call, Hello, Load, Loaded, Reply, Shutdown, TensorRef, Value, encode
 from cuda_gym.judge.transport import (
     Channel,
     DevicePool,
@@ -53,14 +53,23 @@ log = logging.getLogger(__name__)
 
 SAMPLE_POSITIONS = 256
 """Output elements per tensor read at the end of each call's window, at positions drawn after the answer."""
-CALIBRATION_CALLS = 30
-"""No-op round trips timed before the submission loads; the fastest of them is the subtracted overhead."""
+CALIBRATION_CALLS = 60
+"""No-op round trips timed before the submission loads; the median of all but the first
+``CALIBRATION_WARMUP`` is the subtracted overhead."""
+CALIBRATION_WARMUP = 10
+"""First no-op round trips left out of the overhead (first-touch costs: caches, page faults, lazy init)."""
+PIN_ENV = "CUDA_GYM_PIN_CPUS"
+"""``0`` turns off pinning the driver's and the server's main threads to two CPUs of their own (GPU only)."""
 HELLO_TIMEOUT_S = 300.0
 """A server must be up (torch imported, device ready) within this."""
 BUSY_FACTOR = 3.0
 """A flush slower than this many times its calibrated median (+0.05 ms) means the GPU was busy."""
 BUSY_SHARE = 0.2
 """``gpu-busy`` when more than this share of the timed calls saw a busy GPU."""
+PARTS = ("to_server", "server_setup", "server_run", "server_reply", "to_driver", "map", "sample")
+"""The parts of a round trip in ``CallResult.parts_ms``: release to the server's receipt, its decoding and
+input views, running the call (forward and synchronize), making its answer, the answer's way back, mapping
+new segments, reading the sample. The server's four marks are its own (advisory: diagnostics only)."""
 
 
 @dataclass
@@ -93,8 +102,8 @@ class CallResult:
     """Why the sampled bytes differ from the bytes read afterwards (the answer came before the work)."""
     profile: tuple[tuple[str, int, float], ...] = ()
     busy: bool = False
-    parts_ms: tuple[float, float, float] = (math.nan, math.nan, math.nan)
-    """Where the round trip went: release to answer, mapping new segments, reading the sample."""
+    parts_ms: tuple[float, ...] = ()
+    """Where the round trip went, in the order of ``PARTS`` (the server's parts from its own, advisory marks)."""
     new_segments: int = 0
     """Output segments the answer shared for the first time (each costs an import and a mapping)."""
 
@@ -132,6 +141,11 @@ class ServerSession:
         self.idle_wall_s = 0.0
         self._idle_mark: tuple[float, float] | None = None
         self.library = vmm_pool_library(spec.cache_root) if self.cuda else None
+        self._unpinned: set[int] | None = None
+        self.output_leaves = 1
+        """Tensors in the task's output (from the calibration template): how many samples to draw ahead."""
+        self.noop_parts: list[tuple[float, ...]] = []
+        """``parts_ms`` of the calibration round trips (diagnostics)."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -165,6 +179,8 @@ class ServerSession:
         self.channel.spin = self.cuda
         self.host_pid = self.channel.peer_pid
         self.remote = RemoteMemory(self.host_pid)
+        if self.cuda:
+            self._pin()
 
     def calibrate(self, template: Any, make_inputs: Callable[[], list[Any]], arena_bytes: int) -> None:
         """Time no-op round trips (trusted code only in the server so far); keep their median."""
@@ -179,6 +195,7 @@ class ServerSession:
                 str(t.dtype).replace("torch.", ""), tuple(t.shape), contiguous_strides(tuple(t.shape)), 0, 0, 0
             ),
         )
+        self.output_leaves = len(tensor_leaves(outputs))
         self.channel.send(Calibrate(outputs=outputs, device=self.spec.device), fds)
         answer = self._expect_loaded(self.spec.load_timeout_s)
         if answer.error:
@@ -190,9 +207,11 @@ class ServerSession:
                 raise JudgeError(f"a calibration round trip failed: {res.error or res.early}")
             trips.append(res.ms)
             flushes.append(self._last_flush)
-        # The fastest no-op, not the median: subtracting too little only makes the candidate look slower,
-        # while a loaded machine's typical no-op can exceed a real call's round trip (a time below zero).
-        self.overhead_ms = min(trips)
+            self.noop_parts.append(res.parts_ms)
+        # The median, not the fastest: a call's round trip is a typical one, and the fastest of many no-ops
+        # is a lower tail that moves between servers. Candidate and baselines are calibrated alike, before
+        # any of their code is loaded, so nothing a submission does can change what is subtracted.
+        self.overhead_ms = statistics.median(trips[CALIBRATION_WARMUP:])
         self.flush_ms = statistics.median(flushes) if flushes else 0.0
         self.base_threads = self.threads()
 
@@ -224,6 +243,9 @@ class ServerSession:
             self.arena.close()
         if self.peer is not None:
             self.peer.close()
+        if self._unpinned is not None:
+            os.sched_setaffinity(0, self._unpinned)
+            self._unpinned = None
 
     def output(self) -> str:
         """What the server printed (the sandbox's capped buffer)."""
@@ -259,10 +281,12 @@ class ServerSession:
         self._close_idle()  # before the inputs land in shared memory: nothing may delay the release after that
         values, segs, fds = self._describe_inputs(inputs)
         msg = Call(seq=self.seq, inputs=tuple(values), segments=tuple(segs), audit=audit, noop=noop, profile=profile)
+        payload = encode(msg)  # before the window: only the send itself is timed
+        draws = self._draw_positions()
         busy = self._prepare_device()
         t0 = time.perf_counter()
         try:
-            self.channel.send(msg, fds)
+            self.channel.send(payload, fds)
             reply, rfds = self.channel.recv(Reply, timeout_s, self._alive)
             t_reply = time.perf_counter()
             if reply.seq != self.seq:
@@ -279,7 +303,7 @@ class ServerSession:
                     os.close(fd)
             t_mapped = time.perf_counter()
             leaves = tensor_leaves(reply.outputs)
-            samples = [self._sample(ref) for ref in leaves]
+            samples = [self._sample(ref, draws[i] if i < len(draws) else None) for i, ref in enumerate(leaves)]
             t1 = time.perf_counter()
         except PeerGone as exc:
             reason = "the call did not finish within its time bound" if "no answer" in str(exc) else str(exc)
@@ -295,7 +319,7 @@ class ServerSession:
             violations=list(reply.violations),
             profile=reply.profile,
             busy=busy,
-            parts_ms=((t_reply - t0) * 1000.0, (t_mapped - t_reply) * 1000.0, (t1 - t_mapped) * 1000.0),
+            parts_ms=_parts(t0, reply.marks, t_reply, t_mapped, t1),
             new_segments=len(reply.segments),
         )
         if keep:
@@ -347,6 +371,24 @@ class ServerSession:
         return total / tick
 
     # ------------------------------------------------------------------ internals
+
+    def _pin(self) -> None:
+        """Pin this (driver) thread and the server's main thread to two CPUs on different physical cores.
+
+        Both spin on the channel during a call; on CPUs of their own, neither is descheduled or moved in
+        the middle of a window, which makes the round trip's median repeatable from one server to the next.
+        The lane of device N takes the N-th pair counted from the highest CPU numbers."""
+        if os.environ.get(PIN_ENV, "1") == "0":
+            return
+        cores = timing_cpus(torch.device(self.spec.device).index or 0)
+        if cores is None:
+            return
+        try:
+            self._unpinned = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, {cores[0]})
+            os.sched_setaffinity(self.host_pid, {cores[1]})
+        except OSError as exc:  # a restricted container: measure unpinned
+            log.info("cannot pin the timing threads: %s", exc)
 
     def _alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -422,8 +464,19 @@ class ServerSession:
         self._last_flush = float(start.elapsed_time(end))
         return self.flush_ms > 0 and self._last_flush > BUSY_FACTOR * self.flush_ms + 0.05
 
-    def _sample(self, ref: TensorRef) -> tuple[Any, torch.Tensor]:
-        """Secret random positions (row-major) of an output and the values there, read by the driver."""
+    def _draw_positions(self) -> list[Any]:
+        """Secret random numbers for each expected output's sample, drawn (and on a GPU, uploaded) before
+        the window opens so that the window holds only the few operations that read the sample. They are
+        as secret as positions drawn later: the server never sees the driver's memory."""
+        if self.cuda:
+            raw = torch.randint(0, 2**62, (max(self.output_leaves, 1), SAMPLE_POSITIONS), dtype=torch.int64)
+            return list(raw.to(self.spec.device, non_blocking=False).unbind(0))
+        return [[self.rng.getrandbits(62) for _ in range(SAMPLE_POSITIONS)] for _ in range(max(self.output_leaves, 1))]
+
+    def _sample(self, ref: TensorRef, draw: Any = None) -> tuple[Any, torch.Tensor]:
+        """Secret random positions (row-major) of an output and the values there, read by the driver.
+
+        ``draw``: the numbers drawn before the window for this output (drawn now when ``None``)."""
         numel = math.prod(ref.shape)
         if numel == 0:
             return [], torch.empty(0)
@@ -440,17 +493,21 @@ class ServerSession:
             if last >= typed.numel():
                 raise ProtocolError("an output reference reaches past its segment")
             # Positions and their element offsets on the GPU: a few tiny kernels, no per-element Python.
-            gen = torch.Generator(device=flat.device)
-            gen.manual_seed(self.rng.getrandbits(63))
-            positions = torch.randint(0, numel, (k,), generator=gen, device=flat.device)
-            offsets = torch.full_like(positions, ref.offset)
-            rest = positions
-            for dim in range(len(ref.shape) - 1, -1, -1):
-                offsets += (rest % ref.shape[dim]) * ref.strides[dim]
-                rest = rest // ref.shape[dim]
+            if draw is None:
+                draw = torch.randint(0, 2**62, (SAMPLE_POSITIONS,), dtype=torch.int64).to(flat.device)
+            positions = draw[:k] % numel
+            if tuple(ref.strides) == contiguous_strides(tuple(ref.shape)):
+                offsets = positions + ref.offset if ref.offset else positions
+            else:
+                offsets = torch.full_like(positions, ref.offset)
+                rest = positions
+                for dim in range(len(ref.shape) - 1, -1, -1):
+                    offsets += (rest % ref.shape[dim]) * ref.strides[dim]
+                    rest = rest // ref.shape[dim]
             return positions, typed[offsets].cpu()
         assert self.remote is not None
-        host_positions = [self.rng.randrange(numel) for _ in range(k)]
+        numbers = draw if draw is not None else [self.rng.getrandbits(62) for _ in range(k)]
+        host_positions = [x % numel for x in numbers[:k]]
         return host_positions, self.remote.gather(ref, host_positions)
 
     def _copy_out(self, ref: TensorRef) -> torch.Tensor:
@@ -469,6 +526,54 @@ class ServerSession:
     def _open_idle(self) -> None:
         if not self.dead:
             self._idle_mark = (time.perf_counter(), self.helper_cpu_s())
+
+
+def timing_cpus(lane: int) -> tuple[int, int] | None:
+    """Two CPUs on different physical cores for timing lane ``lane`` (pairs taken from the highest CPU
+    numbers down, siblings of a taken CPU skipped), or ``None`` when this process may use fewer than
+    eight CPUs or the lane has none left."""
+    allowed = sorted(os.sched_getaffinity(0), reverse=True)
+    if len(allowed) < 8:
+        return None
+    free, picked = list(allowed), list[int]()
+    while free and len(picked) < 2 * (lane + 1):
+        cpu = free.pop(0)
+        picked.append(cpu)
+        siblings = _siblings(cpu)
+        free = [c for c in free if c not in siblings]
+    if len(picked) < 2 * (lane + 1):
+        return None
+    return picked[2 * lane], picked[2 * lane + 1]
+
+
+def _siblings(cpu: int) -> set[int]:
+    """The CPUs sharing ``cpu``'s physical core (SMT siblings), from sysfs; ``{cpu}`` when unknown."""
+    try:
+        text = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text().strip()
+    except OSError:
+        return {cpu}
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit():
+            out.update(range(int(lo), int(hi or lo) + 1))
+    return out | {cpu}
+
+
+def _parts(t0: float, marks: Sequence[float], t_reply: float, t_mapped: float, t1: float) -> tuple[float, ...]:
+    """``PARTS`` in milliseconds; the server's parts are NaN when its marks are missing or impossible."""
+    ms = 1000.0
+    if len(marks) == 4 and t0 <= marks[0] <= marks[1] <= marks[2] <= marks[3] <= t_reply:
+        server = (
+            (marks[0] - t0) * ms,
+            (marks[1] - marks[0]) * ms,
+            (marks[2] - marks[1]) * ms,
+            (marks[3] - marks[2]) * ms,
+            (t_reply - marks[3]) * ms,
+        )
+    else:
+        server = (math.nan,) * 4 + ((t_reply - t0) * ms,)
+    return (*server, (t_mapped - t_reply) * ms, (t1 - t_mapped) * ms)
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import types
-import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
@@ -112,8 +112,10 @@ class Call:
     """Run ``forward`` once on these inputs and answer with the outputs.
 
     ``audit`` asks for the advisory ATen audit and memory poisoning (correctness calls; every timed
-    call is checked too, so knowing this gains nothing); ``noop`` (calibration only) returns the
-    calibration outputs without running anything; ``profile`` runs the call under ``torch.profiler``.
+    call is checked too, so knowing this gains nothing); ``noop`` (calibration only) runs one tiny
+    kernel, synchronizes and returns the calibration outputs (so the calibrated overhead includes a
+    launch, a synchronization and the GPU's switch to the server's context and back); ``profile``
+    runs the call under ``torch.profiler``.
     """
 
     seq: int
@@ -155,7 +157,9 @@ class Reply:
 
     ``event_ms`` is the server's own CUDA-event time of the call (for the agent's information only);
     ``violations`` are advisory findings of in-process checks (they can only hurt the candidate);
-    ``profile`` rows ``(name, calls, total_ms)`` when asked.
+    ``profile`` rows ``(name, calls, total_ms)`` when asked; ``marks`` the server's own monotonic clock
+    (``time.perf_counter``) when it received the call, started and finished running it, and answered:
+    diagnostics of where a round trip goes, never used for a verdict.
     """
 
     seq: int
@@ -165,6 +169,7 @@ class Reply:
     event_ms: float = -1.0
     violations: tuple[tuple[str, str], ...] = ()
     profile: tuple[tuple[str, int, float], ...] = ()
+    marks: tuple[float, ...] = ()
 
 
 # ---------------------------------------------------------------------- orchestrator <-> driver
@@ -399,9 +404,22 @@ def decode(raw: bytes | str, expected: tuple[type, ...] | type | None = None) ->
     return from_plain(cls, data, name)
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _to_plain(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    kind = type(obj)
+    if kind in (str, int, float, bool) or obj is None:
+        return obj
+    if kind in (tuple, list):
+        return [_to_plain(v) for v in obj]
+    if kind is dict:
+        return {str(k): _to_plain(v) for k, v in obj.items()}
+    names = _FIELD_NAMES.get(kind)
+    if names is None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(obj))
+    if names is not None:
+        return {name: _to_plain(getattr(obj, name)) for name in names}
     if isinstance(obj, (tuple, list)):
         return [_to_plain(v) for v in obj]
     if isinstance(obj, dict):
@@ -409,81 +427,187 @@ def _to_plain(obj: Any) -> Any:
     return obj
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+class _Invalid(Exception):
+    """A value that does not match its schema; ``path`` collects the keys and indices (innermost first)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+        self.path: list[str] = []
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = get_type_hints(cls)
-    return _HINTS[cls]
+Checker = Callable[[Any], Any]
+_CHECKERS: dict[Any, Checker] = {}
+"""One compiled checker per schema type: a message's types are walked once per process, not per message
+(decoding sits inside the judge's timed round trips)."""
 
 
 def from_plain(cls: type, data: Any, where: str) -> Any:
     """Build dataclass ``cls`` from decoded JSON, checking every key and value type."""
-    if not isinstance(data, dict):
-        raise ProtocolError(f"{where}: expected an object for {cls.__name__}, got {type(data).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ProtocolError(f"{where}: unknown key(s) {unknown} for {cls.__name__}")
-    missing = sorted(
-        n
-        for n, f in fields.items()
-        if n not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    )
-    if missing:
-        raise ProtocolError(f"{where}: missing key(s) {missing} for {cls.__name__}")
-    hints = _hints(cls)
-    values = {k: _check(hints[k], v, f"{where}.{k}") for k, v in data.items()}
-    return cls(**values)
+    try:
+        return _checker(cls)(data)
+    except _Invalid as exc:
+        raise ProtocolError(f"{where}{''.join(reversed(exc.path))}: {exc.text}") from None
 
 
-def _check(hint: Any, value: Any, where: str) -> Any:
-    origin = get_origin(hint)
-    args = get_args(hint)
+def _checker(hint: Any) -> Checker:
+    check = _CHECKERS.get(hint)
+    if check is None:
+        check = _CHECKERS[hint] = _compile(hint)
+    return check
+
+
+def _compile(hint: Any) -> Checker:
+    origin, args = get_origin(hint), get_args(hint)
     if hint is Any:
-        return value
+        return lambda value: value
     if origin in (Union, types.UnionType):
-        for option in args:
-            try:
-                return _check(option, value, where)
-            except ProtocolError:
-                continue
-        raise ProtocolError(f"{where}: {value!r:.80} matches none of {hint}")
+        return _union([_checker(a) for a in args], hint)
     if origin is Literal:
-        if value not in args:
-            raise ProtocolError(f"{where}: {value!r:.80} is not one of {args}")
-        return value
+        return _literal(args)
     if hint is type(None):
-        if value is not None:
-            raise ProtocolError(f"{where}: expected null")
-        return None
+        return _none
     if origin is tuple:
-        if not isinstance(value, list):
-            raise ProtocolError(f"{where}: expected a list, got {type(value).__name__}")
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_check(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
-        if len(args) != len(value):
-            raise ProtocolError(f"{where}: expected {len(args)} items, got {len(value)}")
-        return tuple(_check(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+            return _homogeneous(_checker(args[0]))
+        return _fixed([_checker(a) for a in args])
     if origin is dict:
-        if not isinstance(value, dict):
-            raise ProtocolError(f"{where}: expected an object")
-        return {str(k): _check(args[1], v, f"{where}[{k}]") for k, v in value.items()}
+        return _mapping(_checker(args[1]))
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        return from_plain(hint, value, where)
+        return _record(hint)
     if hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ProtocolError(f"{where}: expected a number, got {type(value).__name__}")
-        return float(value)
+        return _number
     if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ProtocolError(f"{where}: expected an integer, got {type(value).__name__}")
-        return value
+        return _integer
     if hint in (str, bool):
-        if type(value) is not hint:
-            raise ProtocolError(f"{where}: expected {hint.__name__}, got {type(value).__name__}")
+        return _exact(hint)
+    raise _Invalid(f"unsupported schema type {hint}")
+
+
+def _union(options: list[Checker], hint: Any) -> Checker:
+    def check(value: Any) -> Any:
+        for option in options:
+            try:
+                return option(value)
+            except _Invalid:
+                continue
+        raise _Invalid(f"{value!r:.80} matches none of {hint}")
+
+    return check
+
+
+def _literal(allowed: tuple[Any, ...]) -> Checker:
+    def check(value: Any) -> Any:
+        if value not in allowed:
+            raise _Invalid(f"{value!r:.80} is not one of {allowed}")
         return value
-    if isinstance(hint, typing.ForwardRef) or isinstance(hint, str):  # pragma: no cover - resolved by get_type_hints
-        raise ProtocolError(f"{where}: unresolved type {hint}")
-    raise ProtocolError(f"{where}: unsupported schema type {hint}")
+
+    return check
+
+
+def _none(value: Any) -> None:
+    if value is not None:
+        raise _Invalid("expected null")
+    return None
+
+
+def _items(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise _Invalid(f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _homogeneous(item: Checker) -> Checker:
+    def check(value: Any) -> tuple[Any, ...]:
+        out = []
+        for i, v in enumerate(_items(value)):
+            try:
+                out.append(item(v))
+            except _Invalid as exc:
+                exc.path.append(f"[{i}]")
+                raise
+        return tuple(out)
+
+    return check
+
+
+def _fixed(items: list[Checker]) -> Checker:
+    def check(value: Any) -> tuple[Any, ...]:
+        if len(_items(value)) != len(items):
+            raise _Invalid(f"expected {len(items)} items, got {len(value)}")
+        out = []
+        for i, (item, v) in enumerate(zip(items, value)):
+            try:
+                out.append(item(v))
+            except _Invalid as exc:
+                exc.path.append(f"[{i}]")
+                raise
+        return tuple(out)
+
+    return check
+
+
+def _mapping(item: Checker) -> Checker:
+    def check(value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise _Invalid("expected an object")
+        out = {}
+        for k, v in value.items():
+            try:
+                out[str(k)] = item(v)
+            except _Invalid as exc:
+                exc.path.append(f"[{k}]")
+                raise
+        return out
+
+    return check
+
+
+def _record(cls: type) -> Checker:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    required = frozenset(
+        n for n, f in fields.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
+    checks: dict[str, Checker] = {}
+
+    def check(value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise _Invalid(f"expected an object for {cls.__name__}, got {type(value).__name__}")
+        if not checks:  # resolved on first use: a schema may refer to classes defined after it
+            checks.update({name: _checker(hint) for name, hint in get_type_hints(cls).items() if name in fields})
+        unknown = [k for k in value if k not in checks]
+        if unknown:
+            raise _Invalid(f"unknown key(s) {sorted(unknown)} for {cls.__name__}")
+        if not required.issubset(value):
+            raise _Invalid(f"missing key(s) {sorted(required - set(value))} for {cls.__name__}")
+        out = {}
+        for k, v in value.items():
+            try:
+                out[k] = checks[k](v)
+            except _Invalid as exc:
+                exc.path.append(f".{k}")
+                raise
+        return cls(**out)
+
+    return check
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Invalid(f"expected a number, got {type(value).__name__}")
+    return float(value)
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _exact(kind: type) -> Checker:
+    def check(value: Any) -> Any:
+        if type(value) is not kind:
+            raise _Invalid(f"expected {kind.__name__}, got {type(value).__name__}")
+        return value
+
+    return check

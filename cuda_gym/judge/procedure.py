@@ -21,7 +21,7 @@ import torch
 
 from cuda_gym.judge import harness
 from cuda_gym.judge.compare import compare_outputs, constant_would_pass
-from cuda_gym.judge.driver import CallResult, ServerSession, ServerSpec
+from cuda_gym.judge.driver import PARTS, CallResult, ServerSession, ServerSpec
 from cuda_gym.judge.held_out import held_out_code
 from cuda_gym.judge.messages import (
     BaselineReport,
@@ -346,7 +346,7 @@ class Driver:
         trials: list[TrialFacts] = []
         raw: list[float] = []
         events: list[float] = []
-        parts: list[tuple[float, float, float]] = []
+        parts: list[tuple[float, ...]] = []
         new_segments = 0
         busy = 0
         for i in range(s.timed_calls):
@@ -391,9 +391,8 @@ class Driver:
             "idle_wall_s": session.idle_wall_s,
             "threads_added": float(session.threads() - session.base_threads),
         }
-        for i, name in enumerate(("answer_ms", "map_ms", "sample_ms")):
-            values = [p[i] for p in parts if p[i] == p[i]]
-            diagnostics[f"{name}_median"] = statistics.median(values) if values else float("nan")
+        diagnostics.update(_part_medians(parts, ""))
+        diagnostics.update(_part_medians(session.noop_parts, "noop_"))
         return {"trials": trials, "times": times, "raw": raw, "events": events, "diagnostics": diagnostics}
 
     # ------------------------------------------------------------------ trusted checks
@@ -448,6 +447,15 @@ class Driver:
             sandbox=session.proc.mode if session.proc is not None else "",
             seconds=time.perf_counter() - started,
         )
+
+
+def _part_medians(parts: list[tuple[float, ...]], prefix: str) -> dict[str, float]:
+    """The median of each part of the round trips (``driver.PARTS``), NaNs left out."""
+    medians = {}
+    for i, name in enumerate(PARTS):
+        values = [p[i] for p in parts if len(p) > i and p[i] == p[i]]
+        medians[f"{prefix}{name}_ms"] = statistics.median(values) if values else float("nan")
+    return medians
 
 
 def _plain(out: Any) -> Any:

@@ -70,8 +70,9 @@ class Channel:
         return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 
     def send(self, msg: Any, fds: Sequence[int] = (), credentials: bool = False) -> None:
-        """Send one message (with ``fds``; with this process's credentials when ``credentials``)."""
-        data = encode(msg)
+        """Send one message (with ``fds``; with this process's credentials when ``credentials``); ``msg``
+        may be a message already ``encode``d (the driver encodes a call before its window opens)."""
+        data = msg if isinstance(msg, bytes) else encode(msg)
         if len(data) > MAX_MESSAGE:
             raise ProtocolError(f"message of {len(data)} bytes exceeds {MAX_MESSAGE}")
         anc = []
