@@ -90,3 +90,15 @@ def test_trusted_clock_counts_work_left_on_a_side_stream(tmp_path: Path, task) -
     with Judge(cfg) as j:
         res = j.evaluate(task, solution=SIDE_STREAM, mode="full")
     assert res.candidate is not None and res.candidate.median_ms >= 15.0, res.to_json()
+
+
+def test_noisy_baselines_on_gpu_are_not_cached_and_the_verdict_says_so(tmp_path: Path, task) -> None:
+    """The CPU suite's noise case on the GPU: with a spread limit no real timing meets, the baselines are
+    measured twice, never cached, and the result says its verdict rests on a noisy measurement."""
+    cfg = JudgeConfig(device="cuda:0", timed_calls=5, warmup=1, cache_judgements=True, noise_iqr=1e-12,
+                      cache_dir=tmp_path / "cache", work_dir=tmp_path / "jobs")
+    with Judge(cfg) as j:
+        res = j.evaluate(task, solution=cases.CUDA_OK, mode="full")
+    assert res.passed and "noisy measurement" in res.noise, res.to_json()
+    assert res.eager is not None and res.eager.source != "cache"
+    assert not any((tmp_path / "cache" / "baselines").rglob("*.json"))  # no noisy baseline is cached

@@ -107,6 +107,8 @@ MANIFEST: list[Case] = [
     _c("g03_side_stream_python", "3 side stream (torch.cuda.Stream)", SR, "cuda", {"stream"}, set()),
     _c("g08_decoy_cuda", "8 decoy kernel behind a ghost branch", SR, "cuda", {"torch-compute"}, set()),
     _c("g12_precision_cuda", "12 fp16 internals in the kernel", SR, "cuda", {"precision"}, set()),
+    _c("g13_low_signal_zeros_cuda", "13 zeros on a low-signal task (KernelBench L1 23_Softmax, scale-aware check)",
+       "kernelbench/L1/23_Softmax", "cuda", set(), {"low-variance", "correctness"}),
     _c("g15_silent_launch_failure", "15 silent launch failure", SR, "cuda", set(), {"correctness"}),
     _c("g16_host_compute", "16 host compute hidden from kernel timing", SR, "cuda", {"host-compute", "thread"}, set()),
     _c("g21_persisting_l2", "23 persisting-L2 access policy window (in a header without suffix)", SR, "cuda",
