@@ -81,7 +81,10 @@ def test_bad_arguments_raise(box: Path) -> None:
 def test_python_torch_and_cuda_gym_importable(iso_mode: str, box: Path) -> None:
     """What the judge's candidate worker needs: the installed torch and cuda_gym, read-only."""
     code = "import torch, cuda_gym, cuda_gym.sandbox; print(torch.ones(2).sum().item(), cuda_gym.__name__)"
-    res = Sandbox([box], mode=iso_mode, gpu=True).run(["python3", "-c", code], cwd=box, limits=Limits(wall_s=120))
+    # Where dependencies live in a --target folder on PYTHONPATH (the GPU image), the judge passes it on.
+    env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else None
+    res = Sandbox([box], mode=iso_mode, gpu=True).run(["python3", "-c", code], cwd=box, env=env,
+                                                      limits=Limits(wall_s=120))
     assert res.ok, res.output
     assert "2.0 cuda_gym" in res.output
 

@@ -353,13 +353,15 @@ def test_checkout_on_pythonpath_is_not_bound_whole(mode: str, box: Path, tmp_pat
     target = tmp_path / "target_site"
     (target / "extra_pkg").mkdir(parents=True)
     (target / "extra_pkg" / "__init__.py").write_text("VALUE = 'from --target'\n")
-    monkeypatch.setenv("PYTHONPATH", f"{REPO}:{target}")
+    # Dependencies installed with --target (the GPU image's gymnasium) stay on the path.
+    path = ":".join([str(REPO), str(target)] + [p for p in os.environ.get("PYTHONPATH", "").split(":") if p])
+    monkeypatch.setenv("PYTHONPATH", path)
     sandbox_module._runtime_paths.cache_clear()
     try:
         res = Sandbox([box], mode=mode).run(
             f"cat {REPO / '.git' / 'HEAD'} {REPO / 'pyproject.toml'}; ls {REPO}; "
             "python3 -c 'import cuda_gym.sandbox, extra_pkg; print(\"IMPORTED\", extra_pkg.VALUE)'",
-            cwd=box, env={"PYTHONPATH": f"{REPO}:{target}"}, limits=Limits(wall_s=60))
+            cwd=box, env={"PYTHONPATH": path}, limits=Limits(wall_s=60))
     finally:
         sandbox_module._runtime_paths.cache_clear()
     assert "ref: refs/" not in res.output and "[project]" not in res.output, res.output
