@@ -217,7 +217,12 @@ def test_cli_pipeline_chains_the_four_stages_and_resumes(tokenizer_dir, tmp_path
     toml.write_text(f'''
 model = "random"
 tokenizer = "{tokenizer_dir}"
-model_config = {{ model_type = "llama", hidden_size = 32, intermediate_size = 64, num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2 }}
+model_config.model_type = "llama"
+model_config.hidden_size = 32
+model_config.intermediate_size = 64
+model_config.num_hidden_layers = 2
+model_config.num_attention_heads = 4
+model_config.num_key_value_heads = 2
 env_id = "{TOY}"
 env_kwargs = {{ targets = ["submit"] }}
 output_dir = "{tmp_path / "run"}"

@@ -42,8 +42,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_train_command(args: argparse.Namespace) -> int:
     """Run the stage (or the pipeline) the arguments name; print where the final checkpoints are."""
-    from cuda_gym.baselines.ppo_llm.stages import run_pipeline, run_stage
     from cuda_gym.baselines.ppo_llm.config import stage_config
+    from cuda_gym.baselines.ppo_llm.stages import run_pipeline, run_stage
     from cuda_gym.options import config_kwargs
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -201,7 +201,10 @@ def value_loss(
 
 
 def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
-    """``1 - Var(G - V) / Var(G)`` over the masked tokens (1: the critic predicts the returns; <= 0: no better than a constant)."""
+    """``1 - Var(G - V) / Var(G)`` over the masked tokens.
+
+    1: the critic predicts the returns; 0 or less: no better than a constant.
+    """
     m = mask.float()
     var_g = masked_mean((returns - masked_mean(returns, m)) ** 2, m)
     diff = returns - values

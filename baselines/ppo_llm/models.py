@@ -107,11 +107,10 @@ def random_causal_lm(model_config: dict[str, Any], tokenizer: Any, dtype: torch.
     return tf.AutoModelForCausalLM.from_config(cfg).to(dtype)
 
 
-def decoder_of(lm: Any) -> nn.Module:
+def decoder_of(lm: Any) -> Any:
     """The transformer body of a causal LM (no LM head): what the value head reads."""
     inner = lm.get_base_model() if hasattr(lm, "get_base_model") else lm  # through a peft wrapper
-    decoder = inner.get_decoder() if hasattr(inner, "get_decoder") else getattr(inner, inner.base_model_prefix)
-    return decoder  # type: ignore[no-any-return]
+    return inner.get_decoder() if hasattr(inner, "get_decoder") else getattr(inner, inner.base_model_prefix)
 
 
 def hidden_size_of(lm: Any) -> int:
@@ -135,13 +134,13 @@ class ValueModel(nn.Module):
         if shared_with is None:
             self.backbone = backbone
         else:
-            object.__setattr__(self, "_shared_backbone", backbone)
+            self.__dict__["_shared_backbone"] = backbone  # not a submodule: its parameters are the actor's
         self.head = nn.Linear(hidden_size, 1)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
-    def body(self) -> nn.Module:
-        return self.backbone if self.shared_with is None else self._shared_backbone  # type: ignore[no-any-return]
+    def body(self) -> Any:
+        return self.backbone if self.shared_with is None else self.__dict__["_shared_backbone"]
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Values, shape ``(batch, time)``, in float32."""
@@ -203,16 +202,16 @@ class Models:
         return [p for p in self.critic.parameters() if p.requires_grad]
 
     def actor_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.actor(input_ids=input_ids, attention_mask=attention_mask).logits  # type: ignore[no-any-return]
+        return self.actor(input_ids=input_ids, attention_mask=attention_mask).logits
 
     @torch.no_grad()
     def reference_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         if self.lora:
             with self.actor.disable_adapter():
-                return self.actor(input_ids=input_ids, attention_mask=attention_mask).logits  # type: ignore[no-any-return]
+                return self.actor(input_ids=input_ids, attention_mask=attention_mask).logits
         if self.reference is None:
             raise RuntimeError("no reference model: it is made only when kl_coef > 0")
-        return self.reference(input_ids=input_ids, attention_mask=attention_mask).logits  # type: ignore[no-any-return]
+        return self.reference(input_ids=input_ids, attention_mask=attention_mask).logits
 
     def critic_state(self) -> dict[str, torch.Tensor]:
         """The critic's trainable tensors by name (what ``critic.pt`` holds)."""
@@ -281,8 +280,9 @@ def build_models(config: TrainConfig, start: Path | None, base: str, gguf_file: 
     critic.head.to(torch.float32)
     if config.gradient_checkpointing:
         lm.gradient_checkpointing_enable()
-        if config.critic == "separate" and hasattr(critic.backbone, "gradient_checkpointing_enable"):
-            critic.backbone.gradient_checkpointing_enable()
+        enable = getattr(critic.body(), "gradient_checkpointing_enable", None) if config.critic == "separate" else None
+        if enable is not None:
+            enable()
     models = Models(actor=lm.to(device), critic=critic.to(device), tokenizer=tokenizer, device=device, lora=lora,
                     base=base, gguf_file=gguf_file)
     models.actor.eval()  # no dropout anywhere: old and new log-probs must agree (ratio 1 at the first minibatch)

@@ -302,12 +302,12 @@ class Rollout:
                 trajs[i].generated += len(reply)
                 stats.generated_tokens += len(reply)
                 actions.append(self.tokenizer.decode(reply, skip_special_tokens=True))
-            before = [self.judges[i].seconds if self.judges[i] else 0.0 for i in live]
+            before = [self._judge_seconds(i) for i in live]
             t0 = time.perf_counter()
             results = list(self.pool.map(lambda pair: envs[pair[0]].step(pair[1]), zip(live, actions)))
             stats.env_seconds += time.perf_counter() - t0
             stats.env_steps += len(live)
-            judged = [(self.judges[i].seconds if self.judges[i] else 0.0) - b for i, b in zip(live, before)]
+            judged = [self._judge_seconds(i) - b for i, b in zip(live, before)]
             stats.judge_seconds += max(judged, default=0.0)
             for i, reply, action, (obs, reward, terminated, truncated, info) in zip(live, replies, actions, results):
                 traj = trajs[i]
@@ -330,6 +330,10 @@ class Rollout:
                 traj.add(obs_ids, policy=False)
             live = [i for i in live if not trajs[i].done]
         return trajs
+
+    def _judge_seconds(self, index: int) -> float:
+        judge = self.judges[index]
+        return judge.seconds if judge is not None else 0.0
 
     def _overflow(self, traj: Trajectory) -> None:
         traj.done = traj.overflow = True

@@ -75,12 +75,16 @@ class MetricsLogger:
 
 
 def _corpus(config: TrainConfig, env_id: str) -> list[str]:
-    """Texts a built-in tokenizer is trained on: the env's prompts, tool schemas and tool calls."""
+    """Texts a built-in tokenizer is trained on: the env's prompts, tool schemas and tool calls, and the
+    shipped demo solutions (CUDA and C++ code)."""
     import gymnasium as gym
 
-    from cuda_gym.tools import format_tool_call, tool_schemas
+    from cuda_gym.baselines.agents import demo_solution, scripted_actions
+    from cuda_gym.tools import tool_schemas
 
-    texts = [json.dumps(tool_schemas()), format_tool_call("write_file", {"path": "kernels/k.cu", "content": "x"})]
+    texts = [json.dumps(tool_schemas())]
+    for flavour in ("cuda", "cpu"):
+        texts += scripted_actions(demo_solution(flavour))
     env = gym.make(env_id, **config.env_kwargs)
     try:
         tasks = getattr(env.unwrapped, "tasks", None) or [None]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -147,7 +147,7 @@ class PPOTrainer:
         """Step 2 of the module docstring; returns the update's metrics (token-weighted means)."""
         cfg = self.config
         device = self.models.device
-        sums: Counter[str] = Counter()
+        sums: defaultdict[str, float] = defaultdict(float)
         tokens_seen = 0.0
         first_minibatch_ratio = float("nan")
         n = batch.input_ids.shape[0]
