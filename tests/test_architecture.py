@@ -57,7 +57,8 @@ def _module_files() -> dict[str, Path]:
     for prefix, root in LAYERS.items():
         for path in sorted(root.rglob("*.py")):
             rel = path.relative_to(root).with_suffix("")
-            if "templates" in rel.parts or "demo_solutions" in rel.parts or "builtin" in rel.parts:
+            if "templates" in rel.parts or "demo_solutions" in rel.parts or "builtin" in rel.parts or \
+                    rel.parts[:1] == ("solutions",):
                 continue  # data shipped with the package (task programs, agent templates), not modules
             parts = [p for p in rel.parts if p != "__init__"]
             files[".".join([prefix, *parts])] = path
