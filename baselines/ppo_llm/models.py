@@ -250,9 +250,12 @@ def build_models(config: TrainConfig, start: Path | None, base: str, gguf_file: 
     """
     device = resolve_device(config.device)
     dtype = weights_dtype(config, device)
-    tokenizer_path = start / "tokenizer" if start is not None and (start / "tokenizer").is_dir() else None
-    tokenizer = load_tokenizer(str(tokenizer_path or config.tokenizer or base),
-                               None if tokenizer_path or config.tokenizer else gguf_file)
+    if start is not None and (start / "tokenizer").is_dir():
+        tokenizer = load_tokenizer(str(start / "tokenizer"))
+    elif config.tokenizer and config.model != "random":  # a random base folder holds its tokenizer
+        tokenizer = load_tokenizer(config.tokenizer)
+    else:
+        tokenizer = load_tokenizer(base, gguf_file)
     lora = config.lora_rank > 0
     if start is not None and not lora:
         lm = load_causal_lm(start / "actor", dtype)

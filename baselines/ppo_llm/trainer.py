@@ -239,8 +239,9 @@ class PPOTrainer:
         zeros = torch.zeros_like(mask)
         batch = Batch(input_ids, attention, mask, torch.zeros(len(trajs)), zeros, zeros, zeros, zeros, zeros, zeros)
         device = self.models.device
-        total, tokens_seen = 0.0, 0.0
+        total, tokens_seen, last, last_tokens = 0.0, 0.0, 0.0, 0.0
         for epoch in range(epochs):
+            last, last_tokens = 0.0, 0.0
             order = list(range(len(trajs)))
             random.Random(cfg.seed + epoch).shuffle(order)
             for minibatch in _split(order, min(cfg.minibatches, len(order))):
@@ -256,10 +257,13 @@ class PPOTrainer:
                     loss = -losses.masked_mean(logp, rows["mask"], count)
                     loss.backward()
                     total += float(loss.detach()) * count
+                    last += float(loss.detach()) * count
                     tokens_seen += float(rows["mask"].sum())
+                    last_tokens += float(rows["mask"].sum())
                 torch.nn.utils.clip_grad_norm_(self.models.actor_parameters(), cfg.max_grad_norm)
                 self.sft_opt.step()
-        return {"rft/sft_loss": total / max(tokens_seen, 1.0), "rft/tokens": tokens_seen / max(epochs, 1)}
+        return {"rft/sft_loss": total / max(tokens_seen, 1.0), "rft/sft_loss_last_epoch": last / max(last_tokens, 1.0),
+                "rft/tokens": tokens_seen / max(epochs, 1)}
 
     # -- checkpoints ----------------------------------------------------------------------------------
 
