@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One call on the lent H200: the trainer's four stages end to end against the CUDA envs, with a
 # small random model built from a config (nothing can be downloaded there), then the throughput
-# report. Everything lands under $OUT as it is produced; about 5-7 minutes in all.
+# report. Everything lands under $OUT as it is produced; at most about 7.5 minutes (the pipeline is stopped at TRAIN_LIMIT_S; what finished is reported).
 #   carry: [".whl"]   (.whl from ../shared/device/wheels.sh: gymnasium and friends)
-#   usage: bash benchmarks/device/train_stages.sh      env: TRAIN_LIMIT_S (default 400), EXECUTOR (an
+#   usage: bash benchmarks/device/train_stages.sh      env: TRAIN_LIMIT_S (default 300), EXECUTOR (an
 #          env `executor=` value passed through env_kwargs, e.g. "local"; default: none, each env its judge)
 # The chain: warmup (single-turn PPO; a random model writes no solution: all -1) -> rft (SFT on the
 # recorded episodes of the shipped honest demo solution until the random model replays it) ->
@@ -71,12 +71,12 @@ steps = 2
 TOML
 
 echo "== demo trajectories (the honest shipped solution, write + submit)"
-timeout -s INT 150 python3 benchmarks/bench_train.py demo CudaKernel-Builtin-v0 "$OUT/demo.jsonl" --episodes 1 \
+timeout -s INT 120 python3 benchmarks/bench_train.py demo CudaKernel-Builtin-v0 "$OUT/demo.jsonl" --episodes 1 \
   > "$OUT/demo.log" 2>&1; tail -3 "$OUT/demo.log"
 
 echo "== cuda-gym train pipeline"
 start=$(date +%s)
-timeout -s INT "${TRAIN_LIMIT_S:-400}" cuda-gym train pipeline --config "$OUT/train.toml" > "$OUT/train.log" 2>&1
+timeout -s INT "${TRAIN_LIMIT_S:-300}" cuda-gym train pipeline --config "$OUT/train.toml" > "$OUT/train.log" 2>&1
 echo "rc=$? after $(( $(date +%s) - start )) s"; tail -15 "$OUT/train.log"
 
 for stage in warmup rft value ppo; do
