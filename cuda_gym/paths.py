@@ -49,3 +49,14 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def package_pythonpath() -> str:
+    """``PYTHONPATH`` for a process of ours (judge workers, candidate servers, the load_inline recorder):
+    the folder ``cuda_gym`` was imported from, then this process's own entries (dependencies installed
+    with ``pip --target``, as on the GPU image)."""
+    import cuda_gym
+
+    root = str(Path(cuda_gym.__file__).resolve().parent.parent)
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
+    return os.pathsep.join([root, *rest])

@@ -232,6 +232,7 @@ def record_calls(source: Path, *, timeout_s: float = 120.0, sandbox_mode: Sandbo
     only a private folder writable. A call made later (inside ``ModelNew.__init__`` or ``forward``)
     is not seen; the shim then refuses it with a message saying to call ``load_inline`` at import.
     """
+    from cuda_gym.paths import package_pythonpath
     from cuda_gym.sandbox import Limits, Sandbox
 
     with tempfile.TemporaryDirectory(prefix="cuda_gym_record_") as tmp:
@@ -239,8 +240,7 @@ def record_calls(source: Path, *, timeout_s: float = 120.0, sandbox_mode: Sandbo
         copy = folder / "model_new.py"
         copy.write_bytes(Path(source).read_bytes())
         out = folder / "calls.json"
-        package_root = Path(__file__).resolve().parents[2]
-        env = {"PYTHONPATH": str(package_root)}
+        env = {"PYTHONPATH": package_pythonpath()}
         cmd = [sys.executable, "-m", "cuda_gym.build.inline", "record", str(copy), str(out)]
         run = Sandbox(writable=[folder], mode=sandbox_mode).run(cmd, cwd=folder, env=env,
                                                                limits=Limits(wall_s=timeout_s))

@@ -20,11 +20,10 @@ log = logging.getLogger(__name__)
 
 def package_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for a judge worker: ours, plus ``PYTHONPATH`` so ``cuda_gym`` imports from a checkout."""
-    import cuda_gym
+    from cuda_gym.paths import package_pythonpath
 
-    root = str(Path(cuda_gym.__file__).resolve().parent.parent)
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["PYTHONPATH"] = package_pythonpath()
     env.update(extra or {})
     return env
 
