@@ -40,6 +40,7 @@ from cuda_gym.judge.transport import (
     HostArena,
     PeerGone,
     PeerSegments,
+    Probe,
     RemoteMemory,
     from_value,
     reset_persisting_l2,
@@ -54,10 +55,13 @@ log = logging.getLogger(__name__)
 SAMPLE_POSITIONS = 256
 """Output elements per tensor read at the end of each call's window, at positions drawn after the answer."""
 CALIBRATION_CALLS = 60
-"""No-op round trips timed before the submission loads; the median of all but the first
-``CALIBRATION_WARMUP`` is the subtracted overhead."""
-CALIBRATION_WARMUP = 10
-"""First no-op round trips left out of the overhead (first-touch costs: caches, page faults, lazy init)."""
+"""No-op round trips timed before the submission loads (after ``CALIBRATION_WARMUP_S`` of untimed ones);
+their median is the subtracted overhead, half their interquartile range the clock's resolution."""
+CALIBRATION_WARMUP_S = 0.3
+"""No-op round trips run for this long before the timed ones (first-touch costs, caches, the interpreter's
+specialisation, CPU and GPU clocks leaving idle): a freshly started server's first trips are slower than
+the same path in the hot loop of timed calls, by 0.1-0.15 ms on the H200, which is more than a short
+kernel takes."""
 PIN_ENV = "CUDA_GYM_PIN_CPUS"
 """``0`` turns off pinning the driver's and the server's main threads to two CPUs of their own (GPU only)."""
 HELLO_TIMEOUT_S = 300.0
@@ -131,6 +135,9 @@ class ServerSession:
         """Ids of the driver's pool segments this server has been given (the pool outlives sessions)."""
         self.arena: HostArena | None = None
         self.overhead_ms = 0.0
+        self.resolution_ms = 0.001
+        """The trusted clock's resolution on this server: half the spread (IQR) of its calibration trips.
+        A call's time is never taken below it: what the clock cannot resolve is not claimed as speed."""
         self.flush_ms = 0.0
         self.base_threads = 0
         self.dead = ""
@@ -142,6 +149,7 @@ class ServerSession:
         self._idle_mark: tuple[float, float] | None = None
         self.library = vmm_pool_library(spec.cache_root) if self.cuda else None
         self._unpinned: set[int] | None = None
+        self._pinned_buffers: dict[int, torch.Tensor] = {}
         self.output_leaves = 1
         """Tensors in the task's output (from the calibration template): how many samples to draw ahead."""
         self.noop_parts: list[tuple[float, ...]] = []
@@ -201,17 +209,26 @@ class ServerSession:
         if answer.error:
             raise JudgeError(f"the candidate server failed its calibration: {answer.error}")
         trips, flushes = [], []
-        for _ in range(CALIBRATION_CALLS):
-            res = self.call(make_inputs(), noop=True, timeout_s=self.spec.call_timeout_s)
+        inputs = make_inputs()
+        warm_until = time.perf_counter() + (CALIBRATION_WARMUP_S if self.cuda else 0.05)
+        while True:
+            timed = time.perf_counter() >= warm_until
+            res = self.call(inputs if not timed else make_inputs(), noop=True, timeout_s=self.spec.call_timeout_s)
             if res.error or res.early:
                 raise JudgeError(f"a calibration round trip failed: {res.error or res.early}")
+            if not timed:
+                continue
             trips.append(res.ms)
             flushes.append(self._last_flush)
             self.noop_parts.append(res.parts_ms)
+            if len(trips) >= CALIBRATION_CALLS:
+                break
         # The median, not the fastest: a call's round trip is a typical one, and the fastest of many no-ops
         # is a lower tail that moves between servers. Candidate and baselines are calibrated alike, before
         # any of their code is loaded, so nothing a submission does can change what is subtracted.
-        self.overhead_ms = statistics.median(trips[CALIBRATION_WARMUP:])
+        self.overhead_ms = statistics.median(trips)
+        quartiles = statistics.quantiles(trips, n=4)
+        self.resolution_ms = max(0.001, (quartiles[2] - quartiles[0]) / 2)
         self.flush_ms = statistics.median(flushes) if flushes else 0.0
         self.base_threads = self.threads()
 
@@ -329,7 +346,7 @@ class ServerSession:
                 result.error = f"the outputs could not be read: {exc}"
                 self._open_idle()
                 return result
-            result.early = check_samples(result.outputs, samples)
+            result.early = self._early(result.outputs, samples)
         self._open_idle()
         return result
 
@@ -465,50 +482,56 @@ class ServerSession:
         return self.flush_ms > 0 and self._last_flush > BUSY_FACTOR * self.flush_ms + 0.05
 
     def _draw_positions(self) -> list[Any]:
-        """Secret random numbers for each expected output's sample, drawn (and on a GPU, uploaded) before
-        the window opens so that the window holds only the few operations that read the sample. They are
-        as secret as positions drawn later: the server never sees the driver's memory."""
+        """Secret random numbers for each expected output's sample, drawn before the window opens so that the
+        window holds only the reads themselves. They are as secret as numbers drawn later: the server never
+        sees the driver's memory. GPU: a phase and a pitch jitter per output; CPU: element positions."""
+        leaves = max(self.output_leaves, 1)
         if self.cuda:
-            raw = torch.randint(0, 2**62, (max(self.output_leaves, 1), SAMPLE_POSITIONS), dtype=torch.int64)
-            return list(raw.to(self.spec.device, non_blocking=False).unbind(0))
-        return [[self.rng.getrandbits(62) for _ in range(SAMPLE_POSITIONS)] for _ in range(max(self.output_leaves, 1))]
+            return [(self.rng.getrandbits(62), self.rng.getrandbits(62)) for _ in range(leaves)]
+        return [[self.rng.getrandbits(62) for _ in range(SAMPLE_POSITIONS)] for _ in range(leaves)]
 
     def _sample(self, ref: TensorRef, draw: Any = None) -> tuple[Any, torch.Tensor]:
-        """Secret random positions (row-major) of an output and the values there, read by the driver.
+        """A secret sample of an output read by the driver at the end of the window: on a GPU a ``Probe`` of
+        its bytes (read by the copy engine, see ``PeerSegments.read``) and the bytes; on the CPU random
+        element positions (row-major) and the values there.
 
         ``draw``: the numbers drawn before the window for this output (drawn now when ``None``)."""
         numel = math.prod(ref.shape)
         if numel == 0:
             return [], torch.empty(0)
-        k = min(SAMPLE_POSITIONS, numel)
         if self.peer is not None:
-            flat = self.peer.mapped.get(ref.segment)
-            if flat is None:
-                raise ProtocolError(f"an output in segment {ref.segment}, which was never shared")
-            dt = getattr(torch, ref.dtype)
-            if ref.base % dt.itemsize or ref.base < 0 or ref.base > flat.numel():
-                raise ProtocolError("an output reference outside or misaligned in its segment")
-            typed = flat[ref.base :][: (flat.numel() - ref.base) // dt.itemsize * dt.itemsize].view(dt)
-            last = ref.offset + sum((d - 1) * st for d, st in zip(ref.shape, ref.strides))
-            if last >= typed.numel():
-                raise ProtocolError("an output reference reaches past its segment")
-            # Positions and their element offsets on the GPU: a few tiny kernels, no per-element Python.
-            if draw is None:
-                draw = torch.randint(0, 2**62, (SAMPLE_POSITIONS,), dtype=torch.int64).to(flat.device)
-            positions = draw[:k] % numel
-            if tuple(ref.strides) == contiguous_strides(tuple(ref.shape)):
-                offsets = positions + ref.offset if ref.offset else positions
-            else:
-                offsets = torch.full_like(positions, ref.offset)
-                rest = positions
-                for dim in range(len(ref.shape) - 1, -1, -1):
-                    offsets += (rest % ref.shape[dim]) * ref.strides[dim]
-                    rest = rest // ref.shape[dim]
-            return positions, typed[offsets].cpu()
+            phase, jitter = draw if draw is not None else (self.rng.getrandbits(62), self.rng.getrandbits(62))
+            probe = self.peer.probe(ref, phase, jitter)
+            return probe, self.peer.read(probe, self._pinned(probe.nbytes, 0)).clone()
+        k = min(SAMPLE_POSITIONS, numel)
         assert self.remote is not None
         numbers = draw if draw is not None else [self.rng.getrandbits(62) for _ in range(k)]
         host_positions = [x % numel for x in numbers[:k]]
         return host_positions, self.remote.gather(ref, host_positions)
+
+    def _pinned(self, nbytes: int, slot: int) -> torch.Tensor:
+        """A pinned host buffer of at least ``nbytes`` (two slots: the window's read and the re-read)."""
+        buf = self._pinned_buffers.get(slot)
+        if buf is None or buf.numel() < nbytes:
+            buf = torch.empty(max(nbytes, 4096), dtype=torch.uint8, pin_memory=True)
+            self._pinned_buffers[slot] = buf
+        return buf
+
+    def _early(self, outputs: Any, samples: Sequence[tuple[Any, torch.Tensor]]) -> str:
+        """Whether the output bytes sampled at the end of the window are still the bytes there now, after
+        the full copy (GPU: the same probes read again; CPU: the same positions of the copy)."""
+        if self.peer is None:
+            return check_samples(outputs, samples)
+        for i, (probe, before) in enumerate(samples):
+            if not isinstance(probe, Probe):
+                continue
+            after = self.peer.read(probe, self._pinned(probe.nbytes, 1))
+            if not torch.equal(before, after):
+                return (
+                    f"output {i}: the bytes read when the server answered differ from the same bytes read just after: "
+                    "the answer came before the work was finished"
+                )
+        return ""
 
     def _copy_out(self, ref: TensorRef) -> torch.Tensor:
         if self.peer is not None:

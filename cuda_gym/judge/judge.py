@@ -435,7 +435,9 @@ class Judge:
         result.low_variance_output = bool(report.low_variance)
         result.diagnostics = dict(report.diagnostics)
         if report.times_ms:
-            result.candidate = timing_from(report.times_ms, report.raw_ms, report.event_ms, report.overhead_ms)
+            result.candidate = timing_from(
+                report.times_ms, report.raw_ms, report.event_ms, report.overhead_ms, report.resolution_ms
+            )
             result.timed_seconds = sum(report.raw_ms) / 1000.0
 
     def _judge_speed(self, task: Task, facts: TaskFacts, result: JudgeResult) -> None:
@@ -521,7 +523,7 @@ class Judge:
             shutil.rmtree(job_dir, ignore_errors=True)
         if answer.error or not answer.times_ms:
             return None, answer.error[:2000] or "no timed calls"
-        timing = timing_from(answer.times_ms, answer.raw_ms, answer.event_ms, answer.overhead_ms)
+        timing = timing_from(answer.times_ms, answer.raw_ms, answer.event_ms, answer.overhead_ms, answer.resolution_ms)
         return {k: v for k, v in asdict(timing).items() if k != "source"}, ""
 
     def _judgement_key(self, task: Task, sub: _Sub, mode: Mode) -> str:

@@ -279,6 +279,7 @@ class EvaluationReport:
     raw_ms: tuple[float, ...] = ()
     event_ms: tuple[float, ...] = ()
     overhead_ms: float = 0.0
+    resolution_ms: float = 0.0
     violations: tuple[tuple[str, str], ...] = ()
     low_variance: str = ""
     profile: tuple[tuple[str, int, float], ...] = ()
@@ -308,6 +309,7 @@ class BaselineReport:
     raw_ms: tuple[float, ...] = ()
     event_ms: tuple[float, ...] = ()
     overhead_ms: float = 0.0
+    resolution_ms: float = 0.0
     error: str = ""
     diagnostics: dict[str, float] = dataclasses.field(default_factory=dict)
 

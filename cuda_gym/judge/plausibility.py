@@ -12,17 +12,31 @@ from cuda_gym.judge.messages import TaskFacts
 from cuda_gym.judge.result import JudgeResult, Timing, Violation
 
 
-def timing_from(times_ms: Sequence[float], raw_ms: Sequence[float], event_ms: Sequence[float], overhead_ms: float) -> Timing:
-    """A ``Timing`` of trusted call times (overhead subtracted), with the raw round trips as host times
-    and the server's own CUDA-event times (advisory) beside them."""
+def timing_from(
+    times_ms: Sequence[float],
+    raw_ms: Sequence[float],
+    event_ms: Sequence[float],
+    overhead_ms: float,
+    resolution_ms: float = 0.0,
+) -> Timing:
+    """A ``Timing`` of trusted call times (overhead subtracted), with the raw round trips as host times,
+    the server's own CUDA-event times (advisory) beside them, and the clock's resolution on its server."""
     timing = Timing.from_calls(list(zip(times_ms, raw_ms or times_ms)))
     events = [e for e in event_ms if e >= 0]
-    return replace(timing, overhead_ms=overhead_ms, event_median_ms=statistics.median(events) if events else math.nan)
+    return replace(
+        timing,
+        overhead_ms=overhead_ms,
+        resolution_ms=resolution_ms,
+        event_median_ms=statistics.median(events) if events else math.nan,
+    )
 
 
 def noisy(t: Timing, limit: float) -> bool:
-    """Whether a timing's IQR exceeds ``limit`` of its median (``limit`` 0: never)."""
-    return limit > 0 and t.median_ms > 0 and t.iqr_ms > limit * t.median_ms
+    """Whether a timing is unreliable (``limit`` 0: never): its IQR exceeds ``limit`` of its median, or its
+    median is at the clock's resolution (at least half its calls took no time the clock could resolve)."""
+    if limit <= 0:
+        return False
+    return t.median_ms <= t.resolution_ms * (1 + 1e-9) or (t.median_ms > 0 and t.iqr_ms > limit * t.median_ms)
 
 
 def noise_note(result: JudgeResult, limit: float) -> str:
@@ -35,8 +49,8 @@ def noise_note(result: JudgeResult, limit: float) -> str:
     if not names:
         return ""
     return (
-        f"noisy measurement of {', '.join(names)}: the spread (IQR) exceeds {limit:.0%} of the median; "
-        "the speedups rest on unstable timings"
+        f"noisy measurement of {', '.join(names)}: the spread (IQR) exceeds {limit:.0%} of the median, or the "
+        "median is below the trusted clock's resolution; the speedups rest on unstable timings"
     )
 
 

@@ -167,6 +167,7 @@ class Driver:
                 raw_ms=tuple(timed["raw"]),
                 event_ms=tuple(timed["events"]),
                 overhead_ms=session.overhead_ms,
+                resolution_ms=session.resolution_ms,
             )
         finally:
             session.close()
@@ -176,13 +177,11 @@ class Driver:
     def _spec(
         self, task: PreparedTask, s: RunSettings, job_dir: Path, readonly: list[Path], writable: list[Path]
     ) -> ServerSpec:
-        import cuda_gym
-
-        package_root = str(Path(cuda_gym.__file__).resolve().parent.parent)
         import os
 
-        path = [package_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        env = {"PYTHONPATH": os.pathsep.join(path), "TORCH_EXTENSIONS_DIR": str(job_dir / "torch_extensions")}
+        from cuda_gym.paths import package_pythonpath
+
+        env = {"PYTHONPATH": package_pythonpath(), "TORCH_EXTENSIONS_DIR": str(job_dir / "torch_extensions")}
         if not self.cuda:
             env["OMP_WAIT_POLICY"] = "PASSIVE"  # idle pool threads must not burn CPU between calls
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_HOME", "MAX_JOBS"):
@@ -382,9 +381,10 @@ class Driver:
                     f"while no call was running ({session.idle_wall_s:.2f} s): work must happen inside forward",
                 )
             )
-        times = [max(r - session.overhead_ms, 1e-6) for r in raw]
+        times = [max(r - session.overhead_ms, session.resolution_ms) for r in raw]
         diagnostics = {
             "overhead_ms": session.overhead_ms,
+            "resolution_ms": session.resolution_ms,
             "flush_ms": session.flush_ms,
             "timed_new_segments": float(new_segments),
             "idle_helper_cpu_s": session.idle_cpu_s,
@@ -439,6 +439,7 @@ class Driver:
             raw_ms=tuple(out.get("raw_ms", ())),
             event_ms=tuple(out.get("event_ms", ())),
             overhead_ms=session.overhead_ms,
+            resolution_ms=session.resolution_ms,
             violations=tuple(violations),
             low_variance=str(out.get("low_variance", "")),
             profile=tuple(out.get("profile", ())),

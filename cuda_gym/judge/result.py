@@ -78,6 +78,8 @@ class Timing:
             same server before the submission loaded).
         event_median_ms: median CUDA-event time the server measured itself: untrusted, for information
             (NaN on the CPU and for baselines).
+        resolution_ms: the trusted clock's resolution on that server (half the IQR of its calibration
+            round trips); no call's time is taken below it (0 when unknown).
     """
 
     median_ms: float
@@ -89,6 +91,7 @@ class Timing:
     source: str = "measured"
     overhead_ms: float = math.nan
     event_median_ms: float = math.nan
+    resolution_ms: float = 0.0
 
     @classmethod
     def from_calls(cls, calls: Iterable[tuple[float, float]], source: str = "measured") -> Timing:

@@ -28,6 +28,7 @@ import struct
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -473,6 +474,49 @@ class DevicePool:
         return ref, Segment(seg, size.value), fd
 
 
+class _Memcpy2D(ctypes.Structure):
+    """``CUDA_MEMCPY2D`` of the driver API."""
+
+    _fields_ = [
+        ("srcXInBytes", ctypes.c_size_t),
+        ("srcY", ctypes.c_size_t),
+        ("srcMemoryType", ctypes.c_int),
+        ("srcHost", ctypes.c_void_p),
+        ("srcDevice", ctypes.c_uint64),
+        ("srcArray", ctypes.c_void_p),
+        ("srcPitch", ctypes.c_size_t),
+        ("dstXInBytes", ctypes.c_size_t),
+        ("dstY", ctypes.c_size_t),
+        ("dstMemoryType", ctypes.c_int),
+        ("dstHost", ctypes.c_void_p),
+        ("dstDevice", ctypes.c_uint64),
+        ("dstArray", ctypes.c_void_p),
+        ("dstPitch", ctypes.c_size_t),
+        ("WidthInBytes", ctypes.c_size_t),
+        ("Height", ctypes.c_size_t),
+    ]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Where a sample of an output's bytes is read: ``rows`` pieces of ``width`` bytes, ``pitch`` apart,
+    from device address ``address`` (one piece when the output is small: its whole span)."""
+
+    address: int
+    width: int
+    pitch: int
+    rows: int
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the probe reads."""
+        return self.width * self.rows
+
+
+PROBE_ROWS, PROBE_WIDTH = 256, 16
+"""A probe reads 256 pieces of 16 bytes spread over the output (all of it when that is smaller)."""
+
+
 class PeerSegments:
     """The other process's GPU segments, imported from their fds and mapped here (one per peer)."""
 
@@ -525,6 +569,36 @@ class PeerSegments:
         if not 0 <= ref.base <= flat.numel():
             raise ProtocolError("a tensor reference outside its segment")
         return view(flat[ref.base :], ref)
+
+    def probe(self, ref: TensorRef, phase: int, jitter: int) -> Probe:
+        """A probe over the bytes the output ``ref`` spans, placed by two secret random numbers: pieces at a
+        pitch between half and all of the span / ``PROBE_ROWS``, starting at a random phase."""
+        flat = self.mapped.get(ref.segment)
+        if flat is None:
+            raise ProtocolError(f"an output in segment {ref.segment}, which was never shared")
+        start, nbytes = span_bytes(ref)
+        if ref.base < 0 or ref.base + start + nbytes > flat.numel():
+            raise ProtocolError("an output reference reaches past its segment")
+        address = flat.data_ptr() + ref.base + start
+        if nbytes <= PROBE_ROWS * PROBE_WIDTH:
+            return Probe(address, nbytes, nbytes, 1)
+        widest = (nbytes - PROBE_WIDTH) // (PROBE_ROWS - 1)
+        pitch = max(PROBE_WIDTH, widest // 2 + jitter % (widest - widest // 2 + 1))
+        slack = nbytes - PROBE_WIDTH - (PROBE_ROWS - 1) * pitch
+        return Probe(address + phase % (slack + 1), PROBE_WIDTH, pitch, PROBE_ROWS)
+
+    def read(self, probe: Probe, into: torch.Tensor) -> torch.Tensor:
+        """The probe's bytes, copied by the GPU's copy engine into pinned host memory ``into`` (a ``uint8``
+        tensor of at least ``probe.nbytes``): no kernel of ours runs, so the GPU's compute engine stays in
+        the server's context. Returns the filled part of ``into``."""
+        if probe.nbytes == 0:
+            return into[:0]
+        copy = _Memcpy2D()
+        copy.srcMemoryType, copy.srcDevice, copy.srcPitch = 2, probe.address, probe.pitch  # CU_MEMORYTYPE_DEVICE
+        copy.dstMemoryType, copy.dstHost, copy.dstPitch = 1, into.data_ptr(), probe.width  # CU_MEMORYTYPE_HOST
+        copy.WidthInBytes, copy.Height = probe.width, probe.rows
+        _cu_check(self.cu.cuMemcpy2D_v2(ctypes.byref(copy)), "cuMemcpy2D")
+        return into[: probe.nbytes]
 
     def close(self) -> None:
         """Unmap every imported segment (after synchronizing: no work of ours may still read them)."""

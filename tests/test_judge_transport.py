@@ -1,0 +1,49 @@
+"""The GPU sample's geometry (``PeerSegments.probe``): pure arithmetic, checked without a GPU."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from cuda_gym.errors import ProtocolError
+from cuda_gym.judge.driver import contiguous_strides
+from cuda_gym.judge.messages import TensorRef
+from cuda_gym.judge.transport import PROBE_ROWS, PROBE_WIDTH, PeerSegments, span_bytes
+
+
+def _peer(nbytes: int) -> tuple[PeerSegments, torch.Tensor]:
+    peer = PeerSegments.__new__(PeerSegments)  # no libcuda needed for the geometry
+    flat = torch.empty(nbytes, dtype=torch.uint8)
+    peer.mapped = {7: flat}
+    return peer, flat
+
+
+@pytest.mark.parametrize("shape", [(3,), (64, 64), (1000, 333), (4, 1, 4096)])
+def test_probe_stays_inside_the_output_and_moves_with_the_secret(shape: tuple[int, ...]) -> None:
+    ref = TensorRef("float32", shape, contiguous_strides(shape), 5, 7, 256)
+    start, nbytes = span_bytes(ref)
+    peer, flat = _peer(256 + start + nbytes + 64)
+    lo, hi = flat.data_ptr() + 256 + start, flat.data_ptr() + 256 + start + nbytes
+    rng = random.Random(1)
+    addresses = set()
+    for _ in range(50):
+        p = peer.probe(ref, rng.getrandbits(62), rng.getrandbits(62))
+        assert p.address >= lo and p.address + (p.rows - 1) * p.pitch + p.width <= hi
+        assert p.pitch >= p.width and p.rows in (1, PROBE_ROWS)
+        if nbytes > PROBE_ROWS * PROBE_WIDTH:
+            # spread over the whole output: the last piece lies in its last half
+            assert p.width == PROBE_WIDTH and (p.rows - 1) * p.pitch >= (nbytes - PROBE_WIDTH) // 2 - PROBE_WIDTH * PROBE_ROWS
+        else:
+            assert (p.address, p.nbytes) == (lo, nbytes)  # small outputs are read whole
+        addresses.add(p.address)
+    assert len(addresses) > 1 or nbytes <= PROBE_ROWS * PROBE_WIDTH
+
+
+def test_probe_refuses_a_reference_outside_its_segment() -> None:
+    peer, _ = _peer(1024)
+    with pytest.raises(ProtocolError, match="past its segment"):
+        peer.probe(TensorRef("float32", (300,), (1,), 0, 7, 0), 1, 2)
+    with pytest.raises(ProtocolError, match="never shared"):
+        peer.probe(TensorRef("float32", (3,), (1,), 0, 8, 0), 1, 2)
