@@ -15,7 +15,11 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def task():
-    return cases.small_task()
+    # The default size (2 GB in, 2 GB out: about 1-2 ms a call): the small one runs in 5 us, below what the
+    # trusted clock resolves on a GPU, so its baselines would always be noisy (and never cached).
+    from cuda_gym.tasks import get_task
+
+    return get_task(cases.TASK_ID, size="default")
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +100,7 @@ def test_noisy_baselines_on_gpu_are_not_cached_and_the_verdict_says_so(tmp_path:
     """The CPU suite's noise case on the GPU: with a spread limit no real timing meets, the baselines are
     measured twice, never cached, and the result says its verdict rests on a noisy measurement."""
     cfg = JudgeConfig(device="cuda:0", timed_calls=5, warmup=1, cache_judgements=True, noise_iqr=1e-12,
-                      cache_dir=tmp_path / "cache", work_dir=tmp_path / "jobs")
+                      compile_baseline=False, cache_dir=tmp_path / "cache", work_dir=tmp_path / "jobs")
     with Judge(cfg) as j:
         res = j.evaluate(task, solution=cases.CUDA_OK, mode="full")
     assert res.passed and "noisy measurement" in res.noise, res.to_json()

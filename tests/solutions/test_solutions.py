@@ -76,9 +76,10 @@ def test_cuda_solution_passes(path: Path, tmp_path: Path, request: pytest.Fixtur
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "open (issue 10, measurement quality): the trusted round-trip clock adds 0.3-1 ms of per-call noise on "
-    "the H200 (cross-process GPU context switches, benchmarks/results/h200_2026-12-01/REPORT.md); these "
-    "solutions' kernels run in 5-730 us, so their speedups are swamped (run 6: rewards 1, 2, 1)"))
+    "open (issue 10, measurement quality): two of these kernels run in about 5 us, far below the trusted "
+    "clock's resolution on the H200 (calls spread by about 0.1 ms: GPU context switches between the driver's "
+    "and the server's processes, benchmarks/results/h200_2026-12-01/REPORT.md), so no speedup over eager is "
+    "resolved and claimed for them"))
 @pytest.mark.parametrize("path", _params("cuda", fast=True))
 def test_fast_solution_earns_3(path: Path, tmp_path: Path) -> None:
     result = _judge(path, "cuda:0", tmp_path, None)
