@@ -161,11 +161,17 @@ class ExecutorJudge:
     def __init__(self, executor: Any, config: JudgeConfig) -> None:
         self.executor = executor
         self.config = config
+        self.last_queue_wait_s = 0.0
+        """How long the last job waited for the executor beyond its own run (``info["judge_queue_wait_s"]``)."""
 
     def _run(self, task: Task, mode: Mode, **where: Any) -> JudgeResult:
+        import time
+
         from cuda_gym.executors import JudgeJob
 
+        started = time.perf_counter()
         result: JudgeResult = self.executor.submit(JudgeJob(task, mode=mode, **where)).result()
+        self.last_queue_wait_s = max(0.0, time.perf_counter() - started - result.seconds)
         return result
 
     def _ws(self, ws: Workspace, mode: Mode) -> JudgeResult:
@@ -348,8 +354,10 @@ class KernelEnvBase(gym.Env[str, str]):
         return float(self.reward_fn(result))
 
     def _final_facts(self, result: JudgeResult) -> dict[str, Any]:
-        """``info`` of a final judgement: the judge's facts plus ``milestone`` at the env's threshold."""
-        return {**result.to_info(), "milestone": self.reward_fn.milestone(result)}
+        """``info`` of a final judgement: the judge's facts, ``milestone`` at the env's threshold, and
+        ``judge_queue_wait_s`` (seconds the job waited for an executor's lane beyond its own run; 0 inline)."""
+        wait = float(getattr(self.judge, "last_queue_wait_s", 0.0))
+        return {**result.to_info(), "milestone": self.reward_fn.milestone(result), "judge_queue_wait_s": wait}
 
     def _judge_failed(self, what: str, detail: str) -> JudgeError:
         return JudgeError(

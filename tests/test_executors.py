@@ -190,6 +190,8 @@ def test_vector_env_subprocesses_share_the_parents_pool(root: Path) -> None:
         _, rewards, terminated, _, infos = envs.step([answer, answer])
         assert list(terminated) == [True, True] and all(r >= 1 for r in rewards), infos
         assert sum(lane.done for lane in pool.lanes) == 2  # both subprocesses' jobs ran on the parent's lane
+        # one lane for two jobs: each step reports how long its job waited for it (a trainer logs it)
+        assert all(w >= 0.0 for w in infos["judge_queue_wait_s"]) and max(infos["judge_queue_wait_s"]) > 0.0
     finally:
         envs.close()
         shutdown_executors()
