@@ -27,8 +27,9 @@ class ExecutorConfig:
     """The lanes' devices (``cuda:N`` or ``cpu``); ``None``: every visible GPU, or ``lanes`` CPU lanes
     when the judge's device is ``cpu``."""
 
-    lanes: int = 2
-    """CPU lanes when ``devices`` is ``None`` and the device is ``cpu`` (CI and laptops)."""
+    lanes: int = 1
+    """CPU lanes when ``devices`` is ``None`` and the device is ``cpu`` (CI and laptops). CPU lanes share the
+    machine's cores, so more than one time jobs against each other: for exercising the pool only."""
 
     warm_servers: int = 2
     """Candidate servers each lane keeps started ahead (``JudgeConfig.warm_servers``); 0 disables."""

@@ -95,7 +95,8 @@ class LocalGPUPool(Executor):
             CPU lanes, each lane gets its own device.
         devices: the lanes' devices; ``None``: every visible GPU (``lanes`` CPU lanes if the judge's
             device is ``cpu``).
-        lanes: CPU lanes when ``devices`` is ``None`` and the device is ``cpu``.
+        lanes: CPU lanes when ``devices`` is ``None`` and the device is ``cpu`` (default 1: CPU lanes share
+            the machine's cores, so more than one times jobs against each other; for exercising the pool).
         warm_servers: candidate servers each lane keeps started ahead (0: a fresh one per job).
         build_workers: threads building submissions ahead of timing (``None``: the CPU count).
 
@@ -117,7 +118,7 @@ class LocalGPUPool(Executor):
         judge: JudgeConfig | dict[str, Any] | None = None,
         *,
         devices: Sequence[str] | None = None,
-        lanes: int = 2,
+        lanes: int = 1,
         warm_servers: int = 2,
         build_workers: int | None = None,
     ) -> None:
@@ -130,6 +131,8 @@ class LocalGPUPool(Executor):
                     "with device='cpu'"
                 )
         devices = [indexed_device(check_device(d, "a pool device")) for d in devices]
+        if len(set(devices)) != len(devices) and any(d.startswith("cuda") for d in devices):
+            raise ConfigError(f"a local pool's devices must be distinct GPUs (one timing lane each), got {devices}")
         if len({d == "cpu" for d in devices}) != 1 or (devices[0] == "cpu") == base.is_cuda:
             raise ConfigError(f"the pool's devices {devices} do not match the judge's device {base.device!r}")
         self.devices = list(devices)

@@ -189,7 +189,11 @@ class RayExecutor(Executor):
             actor.in_flight -= 1
         try:
             result = ray.get(ref)
-        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError, ray.exceptions.WorkerCrashedError) as exc:
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause if isinstance(getattr(exc, "cause", None), Exception) else JudgeError(str(exc)[:2000])
+            work.future.set_exception(cause)
+            return
+        except ray.exceptions.RayError as exc:  # actor, node or object lost, OOM-killed, cancelled, unschedulable
             actor.failed_at = time.monotonic()
             if work.attempts <= self.job_retries:
                 log.warning("a judge actor failed (%s); resubmitting the job", type(exc).__name__)
@@ -203,9 +207,8 @@ class RayExecutor(Executor):
                 )
             )
             return
-        except ray.exceptions.RayTaskError as exc:
-            cause = exc.cause if isinstance(getattr(exc, "cause", None), Exception) else JudgeError(str(exc)[:2000])
-            work.future.set_exception(cause)
+        except Exception as exc:  # noqa: BLE001 - a future must never be left unresolved
+            work.future.set_exception(JudgeError(f"the Ray executor could not get this job's result: {exc}"[:2000]))
             return
         work.future.set_result(result)
 

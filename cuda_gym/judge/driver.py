@@ -187,12 +187,12 @@ class ServerSession:
         self.channel.spin = self.cuda
         self.host_pid = self.channel.peer_pid
         self.remote = RemoteMemory(self.host_pid)
-        if self.cuda:
-            self._pin()
 
     def calibrate(self, template: Any, make_inputs: Callable[[], list[Any]], arena_bytes: int) -> None:
         """Time no-op round trips (trusted code only in the server so far); keep their median."""
         assert self.channel is not None
+        if self.cuda:
+            self._pin()  # here, not at start: a warm server is started on another thread than the one that times
         fds: list[int] = []
         if not self.cuda:
             self.arena = HostArena(arena_bytes)

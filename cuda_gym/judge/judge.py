@@ -168,7 +168,10 @@ class Judge:
             elif not self._build_stage(job):
                 job.done = True
                 job.result.seconds = time.perf_counter() - start
-                self.judgements.put(key, job.result)
+                # A build stopped at its time limit may be a loaded machine's (many builds at once), not the
+                # agent's: that verdict stands for this call but is not kept for the next.
+                if "build stopped: it ran past" not in job.result.compile_log:
+                    self.judgements.put(key, job.result)
         except BaseException:
             shutil.rmtree(job_dir, ignore_errors=True)
             raise

@@ -233,11 +233,13 @@ class WarmServers:
 
     @contextlib.contextmanager
     def quiet(self) -> Iterator[None]:
-        """Pause every server still booting (its whole process tree) while the block runs."""
+        """Pause every server in stock, booting or idle (its whole process tree), while the block runs: an idle
+        server spins on its channel and a booting one imports torch; neither may share the CPUs and the GPU
+        with a calibration or a timed call."""
         stopped: list[int] = []
         for warm in self.stock:
             proc = warm.session.proc
-            if warm.booting and proc is not None and proc.poll() is None:
+            if proc is not None and proc.poll() is None:
                 stopped += _signal_tree(proc.pid, signal.SIGSTOP)
         try:
             yield
