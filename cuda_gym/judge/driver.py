@@ -56,7 +56,7 @@ SAMPLE_POSITIONS = 256
 """Output elements per tensor read at the end of each call's window, at positions drawn after the answer."""
 CALIBRATION_CALLS = 60
 """No-op round trips timed before the submission loads (after ``CALIBRATION_WARMUP_S`` of untimed ones);
-their median is the subtracted overhead, half their interquartile range the clock's resolution."""
+their first quartile is the subtracted overhead, half their interquartile range the clock's resolution."""
 CALIBRATION_WARMUP_S = 0.3
 """No-op round trips run for this long before the timed ones (first-touch costs, caches, the interpreter's
 specialisation, CPU and GPU clocks leaving idle): a freshly started server's first trips are slower than
@@ -223,11 +223,12 @@ class ServerSession:
             self.noop_parts.append(res.parts_ms)
             if len(trips) >= CALIBRATION_CALLS:
                 break
-        # The median, not the fastest: a call's round trip is a typical one, and the fastest of many no-ops
-        # is a lower tail that moves between servers. Candidate and baselines are calibrated alike, before
-        # any of their code is loaded, so nothing a submission does can change what is subtracted.
-        self.overhead_ms = statistics.median(trips)
+        # The first quartile: the fastest of many no-ops is a lower tail that moves between servers, and the
+        # median takes in the load spikes of a busy machine (on a loaded CPU a typical no-op outlasted real
+        # calls). Candidate and baselines are calibrated alike, before any of their code is loaded, so
+        # nothing a submission does can change what is subtracted.
         quartiles = statistics.quantiles(trips, n=4)
+        self.overhead_ms = quartiles[0]
         self.resolution_ms = max(0.001, (quartiles[2] - quartiles[0]) / 2)
         self.flush_ms = statistics.median(flushes) if flushes else 0.0
         self.base_threads = self.threads()

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from cuda_gym.judge.config import JudgeConfig
 from cuda_gym.judge.messages import TaskFacts
-from cuda_gym.judge.result import JudgeResult, Timing, Violation
+from cuda_gym.judge.result import JudgeResult, Timing, Violation, unresolved
 
 
 def timing_from(
@@ -36,7 +36,7 @@ def noisy(t: Timing, limit: float) -> bool:
     median is at the clock's resolution (at least half its calls took no time the clock could resolve)."""
     if limit <= 0:
         return False
-    return t.median_ms <= t.resolution_ms * (1 + 1e-9) or (t.median_ms > 0 and t.iqr_ms > limit * t.median_ms)
+    return unresolved(t) or (t.median_ms > 0 and t.iqr_ms > limit * t.median_ms)
 
 
 def noise_note(result: JudgeResult, limit: float) -> str:
@@ -83,6 +83,7 @@ def implausible(result: JudgeResult, facts: TaskFacts, device_name: str, config:
     floor = speed_of_light_ms(facts, device_name, config)
     if (
         result.candidate is not None
+        and not unresolved(result.candidate)  # below the clock's resolution: noise, not a broken timing
         and floor > 0
         and config.sol_factor > 0
         and result.candidate.median_ms < config.sol_factor * floor

@@ -190,12 +190,12 @@ class JudgeResult:
 
     @property
     def speedup_vs_eager(self) -> float:
-        """Eager median over candidate median; NaN when either is missing."""
+        """Eager median over candidate median; NaN when either is missing, 1.0 when either is unresolved."""
         return _ratio(self.eager, self.candidate)
 
     @property
     def speedup_vs_compile(self) -> float:
-        """``torch.compile`` median over candidate median; NaN when either is missing."""
+        """``torch.compile`` median over candidate median; NaN when either is missing, 1.0 when either is unresolved."""
         return _ratio(self.compile, self.candidate)
 
     def to_info(self) -> dict[str, Any]:
@@ -255,9 +255,19 @@ class JudgeResult:
 
 
 def _ratio(num: Timing | None, den: Timing | None) -> float:
+    """``num`` over ``den`` (a baseline over the candidate); 1.0 when either median is at its clock's
+    resolution: a time the trusted clock could not resolve supports no claim of speed either way."""
     if num is None or den is None or not den.median_ms > 0:
         return math.nan
+    if unresolved(num) or unresolved(den):
+        return 1.0
     return num.median_ms / den.median_ms
+
+
+def unresolved(t: Timing) -> bool:
+    """Whether a timing's median is at the trusted clock's resolution (at least half its calls took no time
+    the clock could tell from its own overhead)."""
+    return t.resolution_ms > 0 and t.median_ms <= t.resolution_ms * (1 + 1e-9)
 
 
 def _finite(obj: Any) -> Any:
