@@ -7,6 +7,7 @@ import asyncio
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
 import httpx
@@ -86,7 +87,9 @@ def test_timeout_s_is_honoured() -> None:
         started = time.monotonic()
         step = env.step(CudaToolAction(tool="bash", arguments={"command": "sleep 30", "timeout": 60}), timeout_s=5)
         assert time.monotonic() - started < 5 and "3 s wall-time limit" in step.text and not step.done
-        step = env.step(CudaToolAction(tool="verify"), timeout_s=0.01)  # the judge needs seconds
+        # A workspace no earlier test judged (the judgement cache would answer at once): the judge needs seconds.
+        env.step(CudaToolAction(tool="bash", arguments={"command": f"echo '# {uuid.uuid4().hex}' >> model_new.py"}))
+        step = env.step(CudaToolAction(tool="verify"), timeout_s=0.01)
         assert step.done and step.reward is None and step.info["timed_out"] and "timeout_s" in step.text
         with pytest.raises(EpisodeOverError):
             env.step(CudaToolAction(tool="compile"))
