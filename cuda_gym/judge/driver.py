@@ -528,10 +528,7 @@ class ServerSession:
                 continue
             after = self.peer.read(probe, self._pinned(probe.nbytes, 1))
             if not torch.equal(before, after):
-                return (
-                    f"output {i}: the bytes read when the server answered differ from the same bytes read just after: "
-                    "the answer came before the work was finished"
-                )
+                return early_message(i)
         return ""
 
     def _copy_out(self, ref: TensorRef) -> torch.Tensor:
@@ -610,18 +607,22 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def check_samples(outputs: Any, samples: Sequence[tuple[Any, torch.Tensor]]) -> str:
-    """Whether the bytes sampled at the end of the window equal the same positions of the full copy."""
+    """CPU: whether the elements sampled at the end of the window equal the same positions of the full copy."""
     tensors = [t for _, t in harness.iter_leaves(outputs) if isinstance(t, torch.Tensor)]
     for i, (t, (positions, values)) in enumerate(zip(tensors, samples)):
         if len(positions) == 0:
             continue
-        index = positions.to(t.device) if isinstance(positions, torch.Tensor) else torch.tensor(positions, device=t.device)
-        got = t.reshape(-1)[index].cpu()
+        got = t.reshape(-1)[torch.tensor(positions)]
         a = got.reshape(-1).view(torch.uint8) if got.numel() else got
         b = values.reshape(-1).view(torch.uint8) if values.numel() else values
         if a.shape != b.shape or not torch.equal(a, b):
-            return (
-                f"output {i}: the bytes read when the server answered differ from the same bytes read just after: "
-                "the answer came before the work was finished"
-            )
+            return early_message(i)
     return ""
+
+
+def early_message(i: int) -> str:
+    """The ``early-answer`` finding for output ``i``."""
+    return (
+        f"output {i}: the bytes read when the server answered differ from the same bytes read just after: "
+        "the answer came before the work was finished"
+    )
