@@ -32,28 +32,26 @@ def timing_from(
 
 
 def noisy(t: Timing, limit: float) -> bool:
-    """Whether a timing's IQR exceeds ``limit`` of its median (``limit`` 0: never): measuring it again may give
-    another answer. (A timing at the clock's resolution, ``unresolved``, is stable: it says so in the note.)"""
-    return limit > 0 and t.median_ms > 0 and t.iqr_ms > limit * t.median_ms
+    """Whether a timing is unreliable (``limit`` 0: never): its IQR exceeds ``limit`` of its median, or its
+    median is at the clock's resolution (at least half its calls took no time the clock could resolve)."""
+    if limit <= 0:
+        return False
+    return unresolved(t) or (t.median_ms > 0 and t.iqr_ms > limit * t.median_ms)
 
 
 def noise_note(result: JudgeResult, limit: float) -> str:
     """The sentence that says which timings of a verdict are noisy, or ``""``."""
-    timings = (("candidate", result.candidate), ("eager", result.eager), ("compile", result.compile))
-    names = [name for name, t in timings if t is not None and noisy(t, limit)]
-    below = [name for name, t in timings if t is not None and unresolved(t)]
-    notes = []
-    if names:
-        notes.append(
-            f"noisy measurement of {', '.join(names)}: the spread (IQR) exceeds {limit:.0%} of the median; "
-            "the speedups rest on unstable timings"
-        )
-    if below:
-        notes.append(
-            f"{', '.join(below)} below the trusted clock's resolution: no speedup is claimed against "
-            "what it cannot resolve"
-        )
-    return "; ".join(notes)
+    names = [
+        name
+        for name, t in (("candidate", result.candidate), ("eager", result.eager), ("compile", result.compile))
+        if t is not None and noisy(t, limit)
+    ]
+    if not names:
+        return ""
+    return (
+        f"noisy measurement of {', '.join(names)}: the spread (IQR) exceeds {limit:.0%} of the median, or the "
+        "median is below the trusted clock's resolution; the speedups rest on unstable timings"
+    )
 
 
 def speed_of_light_ms(facts: TaskFacts, device_name: str, config: JudgeConfig) -> float:
