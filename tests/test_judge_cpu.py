@@ -83,6 +83,22 @@ def test_config_validation_names_the_problem() -> None:
     cfg = JudgeConfig(device="cpu")
     assert cfg.n_timed == 10 and cfg.tolerance("float32") == (1e-2, 1e-2)
     assert JudgeConfig(device="cuda").n_timed == 50
+    # short GPU timing runs go on to 0.3 s of windows unless the call count was chosen
+    assert JudgeConfig(device="cuda").window_s == 0.3 and cfg.window_s == 0.0
+    assert JudgeConfig(device="cuda", timed_calls=20).window_s == 0.0
+    with pytest.raises(JudgeError, match="timed_window_s"):
+        JudgeConfig(timed_window_s=-1.0)
+
+
+def test_timing_runs_go_on_until_their_windows_add_up(judge_env: dict[str, Path], task, tmp_path: Path) -> None:
+    cfg = JudgeConfig(device="cpu", timed_calls=2, timed_window_s=0.03, max_timed_calls=25, warmup=1,
+                      compile_baseline=False, cache_judgements=False, noise_iqr=0, **judge_env)
+    with Judge(cfg) as j:
+        res = j.evaluate(task, solution=write(tmp_path, cases.HONEST), mode="full")
+    assert res.passed, res.error
+    assert res.candidate is not None and res.eager is not None
+    # every call's window is well under 30 ms here: more than the two calls, at most the cap, each checked
+    assert 2 < res.candidate.trials <= 25 and sum(t.timed for t in res.trials) == res.candidate.trials
 
 
 def test_baseline_cache_roundtrip(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ SAMPLE_THRESHOLD_BYTES = 64 * 2**20
 """Default of ``JudgeConfig.sample_threshold_bytes``: output tensors larger than this are compared on a
 random sample of elements (see ``cuda_gym.judge.harness.sample_large``)."""
 
-TIMING_METHOD = "trusted-roundtrip/3"
+TIMING_METHOD = "trusted-roundtrip/4"
 """Version of the timing method (the driver's round trip, ``cuda_gym.judge.driver``): baseline cache
 entries and cached judgements measured with another method are measured again."""
 
@@ -59,6 +59,15 @@ class JudgeConfig:
 
     timed_calls: int | None = None
     """Timed calls, each on fresh inputs; ``None`` means 50 on a GPU and 10 on the CPU."""
+
+    timed_window_s: float | None = None
+    """A timing run goes on past ``timed_calls`` until its timed windows add up to this many seconds (at
+    most ``max_timed_calls`` calls). ``None``: 0.3 s on a GPU when ``timed_calls`` is left at its default,
+    else 0: a GPU call's round trip spreads by about 0.1-0.2 ms, so a short call needs hundreds of timed
+    calls for its median to settle; the CPU's clock needs none."""
+
+    max_timed_calls: int = 1000
+    """The most timed calls of one timing run extended by ``timed_window_s``."""
 
     checked_timed_calls: int = 3
     """How many timed calls, chosen at random and kept secret, have their outputs checked too."""
@@ -161,6 +170,8 @@ class JudgeConfig:
         for name in ("warmup", "warmup_ms", "checked_timed_calls", "profile_calls", "warm_servers"):
             if getattr(self, name) < 0:
                 raise JudgeError(f"{name} must be >= 0")
+        if (self.timed_window_s or 0.0) < 0 or self.max_timed_calls < 1:
+            raise JudgeError("timed_window_s must be >= 0 and max_timed_calls >= 1")
         if self.timed_calls is not None and self.timed_calls < 1:
             raise JudgeError("timed_calls must be >= 1 (or None for the device default)")
         for name in ("cache_dir", "work_dir"):
@@ -184,6 +195,13 @@ class JudgeConfig:
         if self.timed_calls is not None:
             return self.timed_calls
         return 50 if self.is_cuda else 10
+
+    @property
+    def window_s(self) -> float:
+        """Seconds of timed windows a timing run reaches past ``n_timed`` (``timed_window_s`` resolved)."""
+        if self.timed_window_s is not None:
+            return self.timed_window_s
+        return 0.3 if self.is_cuda and self.timed_calls is None else 0.0
 
     @property
     def n_checked(self) -> int:

@@ -55,8 +55,11 @@ log = logging.getLogger(__name__)
 SAMPLE_POSITIONS = 256
 """Output elements per tensor read at the end of each call's window, at positions drawn after the answer."""
 CALIBRATION_CALLS = 60
-"""No-op round trips timed before the submission loads (after ``CALIBRATION_WARMUP_S`` of untimed ones);
-their first quartile is the subtracted overhead, half their interquartile range the clock's resolution."""
+"""No-op round trips timed before the submission loads on the CPU (after ``CALIBRATION_WARMUP_S`` of untimed
+ones); their first quartile is the subtracted overhead, half their interquartile range the clock's resolution."""
+CALIBRATION_CALLS_GPU = 400
+"""The same on a GPU, whose round trips spread by 0.1-0.2 ms (two CUDA context switches per call): the first
+quartile of 400 settles to a few microseconds (about 0.3 s of no-ops)."""
 CALIBRATION_WARMUP_S = 0.3
 """No-op round trips run for this long before the timed ones (first-touch costs, caches, the interpreter's
 specialisation, CPU and GPU clocks leaving idle): a freshly started server's first trips are slower than
@@ -153,6 +156,7 @@ class ServerSession:
         self.output_leaves = 1
         """Tensors in the task's output (from the calibration template): how many samples to draw ahead."""
         self.noop_parts: list[tuple[float, ...]] = []
+        self.noop_trips: list[float] = []
         """``parts_ms`` of the calibration round trips (diagnostics)."""
 
     # ------------------------------------------------------------------ lifecycle
@@ -221,12 +225,13 @@ class ServerSession:
             trips.append(res.ms)
             flushes.append(self._last_flush)
             self.noop_parts.append(res.parts_ms)
-            if len(trips) >= CALIBRATION_CALLS:
+            if len(trips) >= (CALIBRATION_CALLS_GPU if self.cuda else CALIBRATION_CALLS):
                 break
         # The first quartile: the fastest of many no-ops is a lower tail that moves between servers, and the
         # median takes in the load spikes of a busy machine (on a loaded CPU a typical no-op outlasted real
         # calls). Candidate and baselines are calibrated alike, before any of their code is loaded, so
         # nothing a submission does can change what is subtracted.
+        self.noop_trips = trips
         quartiles = statistics.quantiles(trips, n=4)
         self.overhead_ms = quartiles[0]
         self.resolution_ms = max(0.001, (quartiles[2] - quartiles[0]) / 2)

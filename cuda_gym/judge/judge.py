@@ -386,6 +386,8 @@ class Judge:
             call_timeout_s=cfg.call_timeout_s,
             wall_s=load + cfg.timeout_s + (cfg.timing_budget_s if mode != "verify" else 0.0),
             held_out=cfg.held_out_shapes,
+            timed_window_s=cfg.window_s,
+            max_timed_calls=max(cfg.max_timed_calls, cfg.n_timed),
         )
 
     def _evaluate(
@@ -486,6 +488,7 @@ class Judge:
             "warmup": cfg.warmup,
             "warmup_ms": cfg.warmup_ms,
             "timed_calls": cfg.n_timed,
+            "timed_window_s": cfg.window_s,
             "noisy": False,
         }
         kinds: list[tuple[str, Literal["reference", "compile"]]] = [("eager", "reference")]

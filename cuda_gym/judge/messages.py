@@ -195,6 +195,10 @@ class RunSettings:
     call_timeout_s: float
     wall_s: float
     held_out: bool = False
+    timed_window_s: float = 0.0
+    """Past ``timed_calls``, time more calls until the windows add up to this (GPU; 0: never)."""
+    max_timed_calls: int = 0
+    """The most timed calls when ``timed_window_s`` extends a run (0: ``timed_calls``)."""
 
 
 @dataclass(frozen=True)

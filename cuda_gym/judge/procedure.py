@@ -349,7 +349,13 @@ class Driver:
         parts: list[tuple[float, ...]] = []
         new_segments = 0
         busy = 0
-        for i in range(s.timed_calls):
+        window_ms = 1000.0 * s.timed_window_s
+        most = max(s.max_timed_calls, s.timed_calls)
+        i, spent_ms = -1, 0.0
+        while True:  # at least ``timed_calls``; on a GPU more, until the windows add up to ``timed_window_s``
+            i += 1
+            if i >= s.timed_calls and (i >= most or spent_ms >= window_ms):
+                break
             if check:
                 res, trial, _ = self._checked_call(
                     task, session, s, out, secrets.randbits(63), audit=False, first=False, timed=True
@@ -362,6 +368,7 @@ class Driver:
                 out["error"] = f"timed call {i + 1}: {res.error}"
                 break
             raw.append(res.ms)
+            spent_ms += res.ms
             events.append(res.event_ms)
             parts.append(res.parts_ms)
             new_segments += res.new_segments
@@ -392,6 +399,9 @@ class Driver:
             "idle_wall_s": session.idle_wall_s,
             "threads_added": float(session.threads() - session.base_threads),
         }
+        diagnostics.update(_deciles(raw, "raw_"))
+        diagnostics.update(_deciles(session.noop_trips, "noop_"))
+        diagnostics["timed_calls"] = float(len(raw))
         diagnostics.update(_part_medians(parts, ""))
         diagnostics.update(_part_medians(session.noop_parts, "noop_"))
         return {"trials": trials, "times": times, "raw": raw, "events": events, "diagnostics": diagnostics}
@@ -449,6 +459,14 @@ class Driver:
             sandbox=session.proc.mode if session.proc is not None else "",
             seconds=time.perf_counter() - started,
         )
+
+
+def _deciles(values: list[float], prefix: str) -> dict[str, float]:
+    """The 10th, 25th, 50th, 75th and 90th percentiles of round trips in ms (diagnostics)."""
+    if len(values) < 2:
+        return {}
+    q = statistics.quantiles(values, n=20)
+    return {f"{prefix}p{p}_ms": q[p // 5 - 1] for p in (10, 25, 50, 75, 90)}
 
 
 def _part_medians(parts: list[tuple[float, ...]], prefix: str) -> dict[str, float]:
