@@ -6,12 +6,13 @@ the install). One batch of at least 20 distinct honest submissions: every CUDA w
 ``tests/judge_cases.CUDA_OK`` at several block sizes. Steps, each written to ``$BENCH_OUT`` (default
 ``benchmarks/results/bench_pool.json``) as soon as it ends:
 
-1. ``prepare``: every submission built once and every task's baselines measured once (cached: the
-   serial and pool runs below both start from cached builds and baselines; not counted);
-2. ``faults``: honest submissions with an illegal memory access, an endless kernel and a GPU OOM
-   (``tests/faults``) through that pool: verdicts, seconds, and an honest job judged after them;
-3. ``serial``: ``Judge.evaluate`` one after the other, a fresh candidate server each (today's path);
-4. ``pool``: the same batch submitted at once to a fresh ``LocalGPUPool`` (warm servers, builds ahead).
+1. ``prepare``: every submission built once (a ``verify`` job through a pool) and every task's baselines
+   measured once (cached: the serial and pool runs below both start from cached builds and baselines;
+   not counted);
+2. ``serial``: ``Judge.evaluate`` one after the other, a fresh candidate server each (today's path);
+3. ``pool``: the same batch submitted at once to a fresh ``LocalGPUPool`` (warm servers, builds ahead);
+4. ``faults``: honest submissions with an illegal memory access, an endless kernel and a GPU OOM
+   (``tests/faults``) through that same pool: verdicts, seconds, and an honest job judged after them.
 
 Reported: evaluations per hour, overhead beyond the timed work per evaluation (wall / n minus the
 mean timed seconds), and per solution the ratio of the candidate median through the pool to the
@@ -21,6 +22,7 @@ turns it on: minutes per task).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -132,15 +134,54 @@ def main() -> int:
     report["submissions"] = [name for name, _ in batch]
     _write(report)
 
-    # 1. builds and baselines once, so both runs below start from the same caches
+    # 1. builds (verify jobs through a pool: built in parallel) and baselines (once per task) ahead, so
+    #    both runs below start from the same caches
     t0 = time.perf_counter()
     with LocalGPUPool(cfg, devices=[cfg.device], warm_servers=warm) as pool:
-        futures = {name: pool.submit(job) for name, job in batch}
+        futures = {name: pool.submit(dataclasses.replace(job, mode="verify")) for name, job in batch}
         report["prepare"] = {n: _row(n, f.result()) for n, f in futures.items()}
-        report["prepare_s"] = time.perf_counter() - t0
+    with Judge(cfg) as judge:
+        tasks = {job.resolved_task().id: job.resolved_task() for _, job in batch}
+        for task in tasks.values():
+            judge.baselines(task)
+    report["prepare_s"] = time.perf_counter() - t0
+    _write(report)
+
+    # 2. serial, today's path: one judge, a fresh candidate server per evaluation
+    rows = []
+    t0 = time.perf_counter()
+    with Judge(cfg) as judge:
+        for name, job in batch:
+            from cuda_gym.executors.base import opened
+
+            with opened(job, "cuda" if cfg.is_cuda else "cpu") as kwargs:
+                rows.append(_row(name, judge.evaluate(job.resolved_task(), **kwargs)))
+            report["serial"] = {"rows": rows}
+            _write(report)
+    report["serial"] = {"rows": rows, **_summary(rows, time.perf_counter() - t0)}
+    _write(report)
+
+    # 3. the pool: everything submitted at once
+    with LocalGPUPool(cfg, devices=[cfg.device], warm_servers=warm) as pool:
+        for _name, job in batch[:2]:  # lane and warm servers up (a pool lives across an RL run)
+            pool.submit(job).result()
+        t0 = time.perf_counter()
+        futures = {name: pool.submit(job) for name, job in batch}
+        prow = [_row(n, f.result()) for n, f in futures.items()]
+        report["pool"] = {"rows": prow, **_summary(prow, time.perf_counter() - t0)}
+        ratios = {}
+        for s, p in zip(rows, prow):
+            if s["median_ms"] and p["median_ms"]:
+                ratios[s["name"]] = p["median_ms"] / s["median_ms"]
+        report["median_ratio_pool_over_serial"] = ratios
+        if ratios:
+            worst = max(ratios.values(), key=lambda r: abs(r - 1.0))
+            report["median_ratio_worst"] = worst
+        if report["serial"].get("evaluations_per_hour"):
+            report["throughput_gain"] = report["pool"]["evaluations_per_hour"] / report["serial"]["evaluations_per_hour"]
         _write(report)
 
-        # 2. faults among honest submissions, same pool (before the timed runs: a cut run keeps them)
+        # 4. faults among honest submissions, in that pool after the throughput run
         if cfg.is_cuda:
             bad = faults(parent)
             t0 = time.perf_counter()
@@ -162,40 +203,6 @@ def main() -> int:
             after = _row("after-faults", pool.submit(batch[0][1]).result())
             report["faults"] = {"rows": frows, "wall_s": time.perf_counter() - t0, "honest_after": after}
             _write(report)
-
-    # 3. serial, today's path: one judge, a fresh candidate server per evaluation
-    rows = []
-    t0 = time.perf_counter()
-    with Judge(cfg) as judge:
-        for name, job in batch:
-            from cuda_gym.executors.base import opened
-
-            with opened(job, "cuda" if cfg.is_cuda else "cpu") as kwargs:
-                rows.append(_row(name, judge.evaluate(job.resolved_task(), **kwargs)))
-            report["serial"] = {"rows": rows}
-            _write(report)
-    report["serial"] = {"rows": rows, **_summary(rows, time.perf_counter() - t0)}
-    _write(report)
-
-    # 4. the pool: everything submitted at once
-    with LocalGPUPool(cfg, devices=[cfg.device], warm_servers=warm) as pool:
-        for _name, job in batch[:2]:  # lane and warm servers up (a pool lives across an RL run)
-            pool.submit(job).result()
-        t0 = time.perf_counter()
-        futures = {name: pool.submit(job) for name, job in batch}
-        prow = [_row(n, f.result()) for n, f in futures.items()]
-        report["pool"] = {"rows": prow, **_summary(prow, time.perf_counter() - t0)}
-        ratios = {}
-        for s, p in zip(rows, prow):
-            if s["median_ms"] and p["median_ms"]:
-                ratios[s["name"]] = p["median_ms"] / s["median_ms"]
-        report["median_ratio_pool_over_serial"] = ratios
-        if ratios:
-            worst = max(ratios.values(), key=lambda r: abs(r - 1.0))
-            report["median_ratio_worst"] = worst
-        if report["serial"].get("evaluations_per_hour"):
-            report["throughput_gain"] = report["pool"]["evaluations_per_hour"] / report["serial"]["evaluations_per_hour"]
-        _write(report)
 
     print(json.dumps({k: report.get(k) for k in ("prepare_s", "throughput_gain", "median_ratio_worst")}, default=str))
     for key in ("serial", "pool"):

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Several device scripts in one call on the lent H200, in the order given, under one deadline: each stage
+# gets what is left (minus a margin for the next), its own folder $OUT/<stage>, and is cut by SIGINT at
+# its limit (every script here writes its results as it goes).
+#   carry: [".whl", ".carry"]   (.whl from ../shared/device/wheels.sh; .carry/datasets = ../shared/datasets)
+#   usage: DEADLINE_S=560 bash benchmarks/device/run_stages.sh bench_judge adapters pool train eval validate
+# Stages: bench_judge (h200.sh bench_judge: issue 10), pool (pool_h200.sh: issue 14), eval
+# (eval_references.sh: issue 16), train (train_stages.sh: issue 17), adapters (adapters_transcripts.sh:
+# issue 18), validate (validate_tasks.sh: issue 19), tests / sandbox / probe (h200.sh).
+set -uo pipefail
+START=$(date +%s)
+ROOT_OUT="${OUT:-/tmp/out}"; mkdir -p "$ROOT_OUT"
+DEADLINE_S="${DEADLINE_S:-560}"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+left() { echo $(( DEADLINE_S - ($(date +%s) - START) )); }
+for stage in "$@"; do
+  budget=$(( $(left) - 10 ))
+  if (( budget < 45 )); then echo "== $stage: skipped, $(left) s left" | tee -a "$ROOT_OUT/stages.txt"; continue; fi
+  mkdir -p "$ROOT_OUT/$stage"
+  t=$(date +%s)
+  echo "== $stage: start at $(( t - START )) s, budget $budget s" | tee -a "$ROOT_OUT/stages.txt"
+  case "$stage" in
+    bench_judge) OUT="$ROOT_OUT/$stage" BENCH_JUDGE_LIMIT_S=$(( budget - 30 )) \
+                   timeout -s INT -k 15 "$budget" bash "$HERE/h200.sh" bench_judge ;;
+    tests|sandbox|probe) OUT="$ROOT_OUT/$stage" TESTS_LIMIT_S=$(( budget - 30 )) SANDBOX_LIMIT_S=$(( budget - 30 )) \
+                   PROBE_LIMIT_S=$(( budget - 30 )) timeout -s INT -k 15 "$budget" bash "$HERE/h200.sh" "$stage" ;;
+    pool)        OUT="$ROOT_OUT/$stage" BENCH_POOL_LIMIT_S=$(( budget - 30 )) \
+                   timeout -s INT -k 15 "$budget" bash "$HERE/pool_h200.sh" ;;
+    eval)        OUT="$ROOT_OUT/$stage" DEADLINE_S=$(( budget - 10 )) \
+                   timeout -s INT -k 15 "$budget" bash "$HERE/eval_references.sh" ;;
+    train)       OUT="$ROOT_OUT/$stage" TRAIN_LIMIT_S=$(( budget - 150 > 60 ? budget - 150 : 60 )) \
+                   timeout -s INT -k 15 "$budget" bash "$HERE/train_stages.sh" ;;
+    adapters)    OUT="$ROOT_OUT/$stage" timeout -s INT -k 15 "$budget" bash "$HERE/adapters_transcripts.sh" ;;
+    validate)    OUT="$ROOT_OUT/$stage" timeout -s INT -k 15 "$budget" bash "$HERE/validate_tasks.sh" ;;
+    *) echo "unknown stage $stage" ;;
+  esac 2>&1 | tail -60 > "$ROOT_OUT/$stage/stage_tail.txt"
+  echo "== $stage: rc ${PIPESTATUS[0]} after $(( $(date +%s) - t )) s" | tee -a "$ROOT_OUT/stages.txt"
+  tail -25 "$ROOT_OUT/$stage/stage_tail.txt"
+done
+echo "total $(( $(date +%s) - START )) s" | tee -a "$ROOT_OUT/stages.txt"
