@@ -16,6 +16,7 @@ GPU work took (busy GPU between calls). What the server says is advisory.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -151,7 +152,11 @@ class ServerSession:
         self.idle_wall_s = 0.0
         self._idle_mark: tuple[float, float] | None = None
         self.library = vmm_pool_library(spec.cache_root) if self.cuda else None
-        self._unpinned: set[int] | None = None
+        self._real_calls = 0
+        self._cores: tuple[int, int] | None = None
+        """The driver's and the server's CPU during a window (``_pin``); ``None``: unpinned."""
+        self._masks: tuple[set[int], set[int]] | None = None
+        """The driver thread's and the server's main thread's CPU sets outside windows."""
         self._pinned_buffers: dict[int, torch.Tensor] = {}
         self.output_leaves = 1
         """Tensors in the task's output (from the calibration template): how many samples to draw ahead."""
@@ -196,7 +201,7 @@ class ServerSession:
         """Time no-op round trips (trusted code only in the server so far); keep their median."""
         assert self.channel is not None
         if self.cuda:
-            self._pin()  # here, not at start: a warm server is started on another thread than the one that times
+            self._pin()  # here, not at start: a warm server is started on another process's behalf
         fds: list[int] = []
         if not self.cuda:
             self.arena = HostArena(arena_bytes)
@@ -266,9 +271,7 @@ class ServerSession:
             self.arena.close()
         if self.peer is not None:
             self.peer.close()
-        if self._unpinned is not None:
-            os.sched_setaffinity(0, self._unpinned)
-            self._unpinned = None
+        self._cores = self._masks = None
 
     def output(self) -> str:
         """What the server printed (the sandbox's capped buffer)."""
@@ -307,6 +310,12 @@ class ServerSession:
         payload = encode(msg)  # before the window: only the send itself is timed
         draws = self._draw_positions()
         busy = self._prepare_device()
+        # The first real call runs unpinned: it does a program's one-time work (torch.compile's compile
+        # workers, lazy thread pools), whose threads and processes would inherit the one CPU.
+        pin = noop or self._real_calls > 0
+        self._real_calls += 0 if noop else 1
+        if pin:
+            self._window_affinity(True)
         t0 = time.perf_counter()
         try:
             self.channel.send(payload, fds)
@@ -336,6 +345,9 @@ class ServerSession:
             # A forged or impossible answer (bad references, unreadable memory) is the candidate's failure.
             self._open_idle()
             return CallResult(error=f"the server's answer could not be read: {exc}", busy=busy)
+        finally:  # after t1: the window is closed
+            if pin:
+                self._window_affinity(False)
         result = CallResult(
             ms=(t1 - t0) * 1000.0,
             event_ms=reply.event_ms,
@@ -396,22 +408,43 @@ class ServerSession:
     # ------------------------------------------------------------------ internals
 
     def _pin(self) -> None:
-        """Pin this (driver) thread and the server's main thread to two CPUs on different physical cores.
+        """Choose two CPUs on different physical cores for the windows of this session's calls.
 
-        Both spin on the channel during a call; on CPUs of their own, neither is descheduled or moved in
-        the middle of a window, which makes the round trip's median repeatable from one server to the next.
-        The lane of device N takes the N-th pair counted from the highest CPU numbers."""
+        Driver and server both spin on the channel during a call; on CPUs of their own, neither is
+        descheduled or moved in the middle of a window, which makes the round trip's median repeatable from
+        one server to the next. The lane of device N takes the N-th pair counted from the highest CPU
+        numbers. Both threads are pinned only for the window (``_window_affinity``): a thread inherits its
+        creator's CPU set, so pinning them for a whole session put every thread they started meanwhile (the
+        worker's OpenMP pool for its first CPU operation, inductor's compile workers in a compile server)
+        on one CPU, beside a spinning thread (H200, 2026-12-01: evaluations took minutes instead of seconds)."""
         if os.environ.get(PIN_ENV, "1") == "0":
             return
         cores = timing_cpus(torch.device(self.spec.device).index or 0)
         if cores is None:
             return
         try:
-            self._unpinned = os.sched_getaffinity(0)
-            os.sched_setaffinity(0, {cores[0]})
-            os.sched_setaffinity(self.host_pid, {cores[1]})
+            self._masks = (os.sched_getaffinity(0), os.sched_getaffinity(self.host_pid))
+            self._cores = cores
         except OSError as exc:  # a restricted container: measure unpinned
             log.info("cannot pin the timing threads: %s", exc)
+
+    def _window_affinity(self, pinned: bool) -> None:
+        """Pin the driver thread and the server's main thread to their CPUs (``pinned``) or give them back
+        their own CPU sets; outside the window, so that the syscalls are never timed."""
+        if self._cores is None or self._masks is None:
+            return
+        try:
+            if pinned:
+                os.sched_setaffinity(self.host_pid, {self._cores[1]})
+                os.sched_setaffinity(0, {self._cores[0]})
+            else:
+                os.sched_setaffinity(0, self._masks[0])
+                os.sched_setaffinity(self.host_pid, self._masks[1])
+        except OSError as exc:  # the server is gone (its death is seen by the call) or the container forbids it
+            log.info("cannot set the timing threads' CPUs: %s", exc)
+            if not pinned:
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(0, self._masks[0])
 
     def _alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
