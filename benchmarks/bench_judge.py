@@ -26,6 +26,7 @@ import re
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -101,20 +102,30 @@ def run(repeats: int = 10, device: str | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = JudgeConfig(device=device, cache_judgements=False, cache_dir=Path(tmp) / "cache")
         for kind, solution in _kinds(flavour):
+            results: list = []
+
+            def done(res, kind=kind, results=results) -> None:  # after each evaluation: a cut run keeps it
+                results.append(res)
+                summary["kinds"][kind] = _kind_summary(res.task_id, results)
+                summary["device_name"] = results[0].fingerprint.get("device_name", "")
+                out.write_text(json.dumps(summary, indent=2))
+                c = res.candidate
+                print(f"{kind} {len(results)}/{repeats}: passed={res.passed} {res.seconds:.1f}s "
+                      f"median={c.median_ms if c else float('nan'):.4f} ms roundtrip="
+                      f"{c.host_median_ms if c else float('nan'):.4f} overhead={c.overhead_ms if c else float('nan'):.4f}"
+                      f" calls={c.trials if c else 0} {res.error[:200]}", flush=True)
+
             try:
                 task, ws = _workspace(flavour, solution, Path(tmp))
-                results = _repeat(cfg, task, ws, repeats, executor)
+                _repeat(cfg, task, ws, repeats, executor, done)
             except Exception as exc:  # noqa: BLE001 - one kind failing must not lose the others
-                summary["kinds"][kind] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+                summary["kinds"].setdefault(kind, {})["error"] = f"{type(exc).__name__}: {exc}"[:2000]
                 out.write_text(json.dumps(summary, indent=2))
-                continue
-            summary["kinds"][kind] = _kind_summary(task.id, results)
-            summary["device_name"] = results[0].fingerprint.get("device_name", "")
-            out.write_text(json.dumps(summary, indent=2))
+                print(f"{kind}: {type(exc).__name__}: {exc}", flush=True)
     return summary
 
 
-def _repeat(cfg, task, ws, repeats: int, executor: str) -> list:
+def _repeat(cfg, task, ws, repeats: int, executor: str, done) -> None:
     """``repeats`` separate evaluations of one workspace, each in its own fresh candidate server.
 
     ``serial``: one ``Judge``, a server started per evaluation (today's path). ``pool``: a
@@ -128,17 +139,23 @@ def _repeat(cfg, task, ws, repeats: int, executor: str) -> list:
         try:
             with LocalGPUPool(cfg, devices=[cfg.device], warm_servers=2) as pool:
                 job = JudgeJob(task, workspace=str(ws.root), build_dir=str(ws.build_dir))
-                return [pool.submit(job).result() for _ in range(repeats)]
+                for _ in range(repeats):
+                    done(pool.submit(job).result())
+                return
         except Exception as exc:  # noqa: BLE001 - the measurement goes on by the serial path, said so
             print(f"bench_judge: the pool failed ({type(exc).__name__}: {exc}); judging serially", flush=True)
     with Judge(cfg) as judge:
+        t0 = time.perf_counter()
         judge.baselines(task)  # cached before the repeats: overhead is measured with it warm
-        return [judge.evaluate(task, workspace=ws, mode="full") for _ in range(repeats)]
+        print(f"{task.id}: baselines in {time.perf_counter() - t0:.1f} s", flush=True)
+        for _ in range(repeats):
+            done(judge.evaluate(task, workspace=ws, mode="full"))
 
 
 def _kind_summary(task_id: str, results: list) -> dict:
-    bad = [r for r in results if not r.passed]
-    if bad:
+    bad = [r for r in results if not r.passed or r.candidate is None]
+    results = [r for r in results if r not in bad]
+    if not results:
         return {"task": task_id, "error": "did not pass", "result": json.loads(bad[0].to_json())}
     cands = [r.candidate for r in results]
     medians = [c.median_ms for c in cands]
@@ -147,6 +164,8 @@ def _kind_summary(task_id: str, results: list) -> dict:
     overheads = [r.seconds - r.timed_seconds for r in results]
     return {
         "task": task_id,
+        "failed": len(bad),
+        "first_failure": json.loads(bad[0].to_json()) if bad else None,
         "candidate_medians_ms": medians,
         "median_ratio": max(medians) / min(medians),
         "candidate_iqr_ms": [c.iqr_ms for c in cands],

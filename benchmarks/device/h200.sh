@@ -38,6 +38,7 @@ for stage in "$@"; do
       BENCH_OUT="$OUT/bench_build.json" timeout -s INT 300 python3 -m pytest -q -p no:cacheprovider \
         benchmarks/bench_build.py --benchmark-json="$OUT/bench_build_pytest.json" 2>&1 | tail -6 ;;&
     bench|bench_judge)
-      BENCH_OUT="$OUT/bench_judge.json" timeout -s INT "${BENCH_JUDGE_LIMIT_S:-420}" python3 benchmarks/bench_judge.py "${BENCH_JUDGE_REPEATS:-10}" 2>&1 | tail -40 ;;
+      BENCH_OUT="$OUT/bench_judge.json" timeout -s INT "${BENCH_JUDGE_LIMIT_S:-420}" python3 benchmarks/bench_judge.py "${BENCH_JUDGE_REPEATS:-10}" > "$OUT/bench_judge.log" 2>&1
+      grep -v "^W1\|^ " "$OUT/bench_judge.log" | tail -40 ;;
   esac
 done

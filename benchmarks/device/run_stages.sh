@@ -33,8 +33,8 @@ for stage in "$@"; do
     adapters)    OUT="$ROOT_OUT/$stage" timeout -s INT -k 15 "$budget" bash "$HERE/adapters_transcripts.sh" ;;
     validate)    OUT="$ROOT_OUT/$stage" timeout -s INT -k 15 "$budget" bash "$HERE/validate_tasks.sh" ;;
     *) echo "unknown stage $stage" ;;
-  esac 2>&1 | tail -60 > "$ROOT_OUT/$stage/stage_tail.txt"
-  echo "== $stage: rc ${PIPESTATUS[0]} after $(( $(date +%s) - t )) s" | tee -a "$ROOT_OUT/stages.txt"
-  tail -25 "$ROOT_OUT/$stage/stage_tail.txt"
+  esac > "$ROOT_OUT/$stage/stage.log" 2>&1
+  echo "== $stage: rc $? after $(( $(date +%s) - t )) s" | tee -a "$ROOT_OUT/stages.txt"
+  grep -v "^W1\|^ " "$ROOT_OUT/$stage/stage.log" | tail -25
 done
 echo "total $(( $(date +%s) - START )) s" | tee -a "$ROOT_OUT/stages.txt"
