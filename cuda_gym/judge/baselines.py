@@ -1,4 +1,5 @@
-"""The on-disk cache of reference timings (eager and ``torch.compile``) per task, device, torch and dtype."""
+"""The on-disk cache of reference timings (eager and ``torch.compile``) per task, device, torch and dtype, and
+the inductor cache that the ``torch.compile`` baselines share (``inductor_cache``)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,13 @@ class BaselineCache:
                 yield
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def inductor_cache(cache_root: Path) -> Path:
+    """The inductor cache (``TORCHINDUCTOR_CACHE_DIR``: FX graphs, AOT artifacts, Triton kernels) under the
+    judge's cache root, made if missing. Only the ``torch.compile`` baseline servers bind it (writable):
+    they run the task's reference code, never a submission, so nothing an agent writes reaches it. A
+    task's compile baseline measured again (noisy, another device's lane, a new judge) loads its graphs."""
+    path = Path(cache_root) / "inductor"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

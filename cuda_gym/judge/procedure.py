@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import torch
 
 from cuda_gym.judge import harness
+from cuda_gym.judge.baselines import inductor_cache
 from cuda_gym.judge.compare import compare_outputs, constant_would_pass
 from cuda_gym.judge.driver import PARTS, CallResult, ServerSession, ServerSpec
 from cuda_gym.judge.held_out import held_out_code
@@ -148,7 +149,10 @@ class Driver:
     def time_baseline(self, task: PreparedTask, req: TimeBaseline) -> BaselineReport:
         """Time the reference through the protocol (a server of kind ``reference`` or ``compile``)."""
         s = req.settings
-        spec = self._spec(task, s, Path(req.job_dir), [], [])
+        writable = [inductor_cache(self.cache_root)] if req.kind == "compile" else []
+        spec = self._spec(task, s, Path(req.job_dir), [], writable)
+        if writable:  # trusted reference code only: the compile servers share inductor's caches
+            spec.env["TORCHINDUCTOR_CACHE_DIR"] = str(writable[0])
         session = self.sessions(spec)
         try:
             self._open(session, task, s)
@@ -158,8 +162,10 @@ class Driver:
             out: dict[str, Any] = {"violations": []}
             # torch.compile compiles in the first call: it gets the whole wall budget, not a call's bound
             first = s.wall_s if req.kind == "compile" else None
+            # Checked like a candidate's timed calls (the verdicts are not used): the same driver work
+            # between calls, so the GPU and the CPUs come to every window in the same state.
             with self.quiet():
-                timed = self._timed(task, session, s, out, check=False, first_bound_s=first)
+                timed = self._timed(task, session, s, out, check=True, first_bound_s=first)
             if out.get("error"):
                 return BaselineReport(error=str(out["error"]))
             return BaselineReport(
