@@ -197,10 +197,10 @@ def sample_large(out: Any, seed: int, threshold: int = SAMPLE_THRESHOLD_BYTES) -
     KernelBench level-1 outputs reach 6 GiB: writing five of them to disk per evaluation fills it.
     Both sides apply this with the same secret ``seed`` (drawn by the driver and unknown to candidate
     code), so the same positions are compared. The sample stays on the tensor's device: the driver
-    compares on the GPU (on the CPU, comparing 4M elements took about 0.3 s per checked call on the H200,
-    which left the GPU idle between a candidate's timed calls and not between the baselines'). A wrong output in more than a sliver of its
-    elements is caught with overwhelming probability; partial computation, stale memory and constant
-    outputs are caught as before. Small tensors are kept whole and compared exactly as before.
+    compares on the GPU (on the CPU, comparing 4M elements took about 0.3 s per checked call on the
+    H200, which left the GPU idle between a candidate's timed calls). A wrong output in more than a
+    sliver of its elements is caught with overwhelming probability; partial computation, stale memory
+    and constant outputs are caught as before. Small tensors are kept whole and compared exactly.
     """
     if isinstance(out, torch.Tensor):
         if out.numel() * out.element_size() <= threshold:
