@@ -162,10 +162,11 @@ class Driver:
             out: dict[str, Any] = {"violations": []}
             # torch.compile compiles in the first call: it gets the whole wall budget, not a call's bound
             first = s.wall_s if req.kind == "compile" else None
-            # Checked like a candidate's timed calls (the verdicts are not used): the same driver work
-            # between calls, so the GPU and the CPUs come to every window in the same state.
+            # On a GPU checked like a candidate's timed calls (the verdicts are not used): the same driver
+            # work between calls, so the GPU (its clocks, the other context) comes to every window in the
+            # same state. The CPU has no such state to equalize.
             with self.quiet():
-                timed = self._timed(task, session, s, out, check=True, first_bound_s=first)
+                timed = self._timed(task, session, s, out, check=self.cuda, first_bound_s=first)
             if out.get("error"):
                 return BaselineReport(error=str(out["error"]))
             return BaselineReport(
