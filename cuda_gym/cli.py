@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast, get_args
 
-from cuda_gym.errors import CudaGymError
+from cuda_gym.errors import ConfigError, CudaGymError
 from cuda_gym.options import add_config_options, config_kwargs
 from cuda_gym.reward import DEFAULT_THRESHOLD
 from cuda_gym.vocab import DEVICES_HELP, FLAVOURS, SIZES
@@ -471,8 +471,6 @@ def cmd_tasks_synthesize(args: argparse.Namespace) -> int:
     composer: Composer
     if args.llm_base_url:
         if not args.llm_model:
-            from cuda_gym.errors import ConfigError
-
             raise ConfigError("--llm-base-url needs --llm-model (the model name the endpoint serves)")
         composer = LLMComposer(args.llm_base_url, args.llm_model, api_key=os.environ.get(args.llm_api_key_env),
                                seed=args.seed, size=args.size, min_ops=args.min_ops, max_ops=args.max_ops)
@@ -656,6 +654,10 @@ def _add_judge_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
                        level_help="keep only this level (repeatable)", path_help="data folder or file")
     measure.add_argument("--limit", type=int, default=None, help="at most this many tasks")
     measure.add_argument("--no-compile", action="store_true", help="time eager only (--no-compile-baseline)")
+    measure.add_argument("--prewarm", type=int, default=0, metavar="JOBS",
+                         help="first torch.compile the uncached tasks in JOBS compile servers at once, untimed, "
+                         "into the inductor cache the compile baselines share (the timed runs then load "
+                         "instead of compiling, one task at a time; default 0: off)")
     _add_judge_settings(measure)
     measure.set_defaults(func=cmd_baselines_measure)
 
@@ -733,8 +735,16 @@ def cmd_baselines_measure(args: argparse.Namespace) -> int:
     if args.limit is not None:
         tasks = tasks[: args.limit]
     config = _judge_config(args)
+    if args.prewarm < 0:
+        raise ConfigError("--prewarm must be >= 0")
     measured = skipped = failed = 0
     with Judge(config) as judge:
+        if args.prewarm and config.compile_baseline:
+            todo = [t for t in tasks if not judge.baseline_cached(t)]
+            errors = judge.prewarm_compile(todo, args.prewarm, progress=True)
+            bad = sorted(k for k, v in errors.items() if v)
+            print(f"prewarmed torch.compile of {len(todo) - len(bad)} of {len(todo)} tasks"
+                  + (f"; failed: {', '.join(bad)[:300]}" if bad else ""), file=sys.stderr)
         bar = tqdm(tasks, desc="baselines", unit="task", file=sys.stderr)
         for task in bar:
             bar.set_postfix_str(task.id[-40:])

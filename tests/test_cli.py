@@ -135,6 +135,8 @@ def test_bad_option_values_are_messages(capsys) -> None:
     # A value the config refuses is a CudaGymError, reported once by main().
     assert main(["judge", "--task", cases.TASK_ID, "--solution", "x.py", "--device", "cpu", "--correctness-trials", "0"]) == 2
     assert "error: correctness_trials must be at least 1" in capsys.readouterr().err
+    assert main(["baselines", "measure", "--source", "builtin", "--device", "cpu", "--prewarm", "-1"]) == 2
+    assert "error: --prewarm must be >= 0" in capsys.readouterr().err
 
 
 def test_cli_judge_runs_with_generated_options(tmp_path, monkeypatch, capsys) -> None:

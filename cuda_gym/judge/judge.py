@@ -211,6 +211,56 @@ class Judge:
             facts = self._prepare(task, None)
             return self._baseline_complete(self.baseline_cache.get(self._baseline_path(task, facts)))
 
+    def prewarm_compile(self, tasks: Sequence[Task], jobs: int = 4, progress: bool = False) -> dict[str, str]:
+        """``torch.compile`` each task's reference ahead, ``jobs`` at a time, untimed.
+
+        The compile baseline compiles in its server's first call, on the device's timing lane, one task at a
+        time (for a KernelBench set on one GPU, most of a benchmark's time). Here ``jobs`` helper judges run
+        compile servers at once, each server exactly as a baseline's (same sandbox, environment and
+        program), for one call; their graphs land in the inductor cache the compile servers share
+        (``cuda_gym.judge.baselines.inductor_cache``), and a baseline's first call then loads them. Nothing
+        is timed or cached as a baseline; run it before timing, not during. Returns ``task id -> error``
+        ('' when it compiled; an error here is the baseline's own error later)."""
+        from concurrent.futures import ThreadPoolExecutor
+        from dataclasses import replace
+
+        if jobs < 1:
+            raise JudgeError("prewarm_compile needs jobs >= 1")
+        cfg = replace(self.config, timed_calls=1, warmup=0, warmup_ms=0.0, timed_window_s=0.0, warm_servers=0,
+                      cache_dir=self.cache_root, cache_judgements=False)
+        out: dict[str, str] = {}
+        queue = list(tasks)
+        lock = threading.Lock()
+        bar: Any = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(queue), desc="torch.compile prewarm", unit="task")
+
+        def work() -> None:
+            with Judge(cfg) as helper:
+                while True:
+                    with lock:
+                        if not queue:
+                            return
+                        task = queue.pop(0)
+                    try:
+                        with helper._lock:
+                            _, error = helper._time_reference(task, "compile")
+                    except JudgeError as exc:
+                        error = str(exc)
+                    with lock:
+                        out[task.id] = error[:500]
+                        if bar is not None:
+                            bar.update()
+
+        with ThreadPoolExecutor(min(jobs, max(1, len(queue)))) as pool:
+            for fut in [pool.submit(work) for _ in range(min(jobs, max(1, len(queue))))]:
+                fut.result()
+        if bar is not None:
+            bar.close()
+        return out
+
     def close(self) -> None:
         """Stop the reference worker."""
         self._ref.close()
