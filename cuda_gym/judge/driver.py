@@ -161,8 +161,9 @@ class ServerSession:
         self.output_leaves = 1
         """Tensors in the task's output (from the calibration template): how many samples to draw ahead."""
         self.noop_parts: list[tuple[float, ...]] = []
-        self.noop_trips: list[float] = []
         """``parts_ms`` of the calibration round trips (diagnostics)."""
+        self.noop_trips: list[float] = []
+        """The calibration round trips in ms (diagnostics: their deciles)."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -201,7 +202,7 @@ class ServerSession:
         """Time no-op round trips (trusted code only in the server so far); keep their median."""
         assert self.channel is not None
         if self.cuda:
-            self._pin()  # here, not at start: a warm server is started on another process's behalf
+            self._pin()  # here, not at start: a warm server is started on another thread than the one that times
         fds: list[int] = []
         if not self.cuda:
             self.arena = HostArena(arena_bytes)
