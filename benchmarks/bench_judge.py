@@ -136,14 +136,11 @@ def _repeat(cfg, task, ws, repeats: int, executor: str, done) -> None:
     from cuda_gym.judge import Judge
 
     if executor == "pool":
-        try:
-            with LocalGPUPool(cfg, devices=[cfg.device], warm_servers=2) as pool:
-                job = JudgeJob(task, workspace=str(ws.root), build_dir=str(ws.build_dir))
-                for _ in range(repeats):
-                    done(pool.submit(job).result())
-                return
-        except Exception as exc:  # noqa: BLE001 - the measurement goes on by the serial path, said so
-            print(f"bench_judge: the pool failed ({type(exc).__name__}: {exc}); judging serially", flush=True)
+        with LocalGPUPool(cfg, devices=[cfg.device], warm_servers=2) as pool:
+            job = JudgeJob(task, workspace=str(ws.root), build_dir=str(ws.build_dir))
+            for _ in range(repeats):
+                done(pool.submit(job).result())
+        return
     with Judge(cfg) as judge:
         t0 = time.perf_counter()
         judge.baselines(task)  # cached before the repeats: overhead is measured with it warm
@@ -154,7 +151,7 @@ def _repeat(cfg, task, ws, repeats: int, executor: str, done) -> None:
 
 def _kind_summary(task_id: str, results: list) -> dict:
     bad = [r for r in results if not r.passed or r.candidate is None]
-    results = [r for r in results if r not in bad]
+    results = [r for r in results if r.passed and r.candidate is not None]
     if not results:
         return {"task": task_id, "error": "did not pass", "result": json.loads(bad[0].to_json())}
     cands = [r.candidate for r in results]

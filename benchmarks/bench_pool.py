@@ -141,8 +141,7 @@ def main() -> int:
         futures = {name: pool.submit(dataclasses.replace(job, mode="verify")) for name, job in batch}
         report["prepare"] = {n: _row(n, f.result()) for n, f in futures.items()}
     with Judge(cfg) as judge:
-        tasks = {job.resolved_task().id: job.resolved_task() for _, job in batch}
-        for task in tasks.values():
+        for task in {t.id: t for t in (job.resolved_task() for _, job in batch)}.values():
             judge.baselines(task)
     report["prepare_s"] = time.perf_counter() - t0
     _write(report)

@@ -226,11 +226,14 @@ class Judge:
 
         if jobs < 1:
             raise JudgeError("prewarm_compile needs jobs >= 1")
+        queue = list(tasks)
+        if not queue:
+            return {}
         cfg = replace(self.config, timed_calls=1, warmup=0, warmup_ms=0.0, timed_window_s=0.0, warm_servers=0,
                       cache_dir=self.cache_root, cache_judgements=False)
         out: dict[str, str] = {}
-        queue = list(tasks)
         lock = threading.Lock()
+        helpers = min(jobs, len(queue))
         bar: Any = None
         if progress:
             from tqdm import tqdm
@@ -254,8 +257,8 @@ class Judge:
                         if bar is not None:
                             bar.update()
 
-        with ThreadPoolExecutor(min(jobs, max(1, len(queue)))) as pool:
-            for fut in [pool.submit(work) for _ in range(min(jobs, max(1, len(queue))))]:
+        with ThreadPoolExecutor(helpers) as pool:
+            for fut in [pool.submit(work) for _ in range(helpers)]:
                 fut.result()
         if bar is not None:
             bar.close()
@@ -437,7 +440,7 @@ class Judge:
             wall_s=load + cfg.timeout_s + (cfg.timing_budget_s if mode != "verify" else 0.0),
             held_out=cfg.held_out_shapes,
             timed_window_s=cfg.window_s,
-            max_timed_calls=max(cfg.max_timed_calls, cfg.n_timed),
+            max_timed_calls=cfg.max_timed_calls,
         )
 
     def _evaluate(

@@ -198,7 +198,7 @@ class RunSettings:
     timed_window_s: float = 0.0
     """Past ``timed_calls``, time more calls until the windows add up to this (GPU; 0: never)."""
     max_timed_calls: int = 0
-    """The most timed calls when ``timed_window_s`` extends a run (0: ``timed_calls``)."""
+    """The most timed calls when ``timed_window_s`` extends a run (never fewer than ``timed_calls``)."""
 
 
 @dataclass(frozen=True)

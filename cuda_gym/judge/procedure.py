@@ -356,13 +356,9 @@ class Driver:
         parts: list[tuple[float, ...]] = []
         new_segments = 0
         busy = 0
-        window_ms = 1000.0 * s.timed_window_s
-        most = max(s.max_timed_calls, s.timed_calls)
-        i, spent_ms = -1, 0.0
-        while True:  # at least ``timed_calls``; on a GPU more, until the windows add up to ``timed_window_s``
-            i += 1
-            if i >= s.timed_calls and (i >= most or spent_ms >= window_ms):
-                break
+        window_ms, most, spent_ms = 1000.0 * s.timed_window_s, max(s.max_timed_calls, s.timed_calls), 0.0
+        # at least ``timed_calls``; on a GPU more, until the windows add up to ``timed_window_s``
+        while len(raw) < s.timed_calls or (len(raw) < most and spent_ms < window_ms):
             if check:
                 res, trial, _ = self._checked_call(
                     task, session, s, out, secrets.randbits(63), audit=False, first=False, timed=True
@@ -372,7 +368,7 @@ class Driver:
             else:
                 res = session.call(self._inputs(task), timeout_s=bound)
             if res.error:
-                out["error"] = f"timed call {i + 1}: {res.error}"
+                out["error"] = f"timed call {len(raw) + 1}: {res.error}"
                 break
             raw.append(res.ms)
             spent_ms += res.ms
@@ -406,8 +402,8 @@ class Driver:
             "idle_wall_s": session.idle_wall_s,
             "threads_added": float(session.threads() - session.base_threads),
         }
-        diagnostics.update(_deciles(raw, "raw_"))
-        diagnostics.update(_deciles(session.noop_trips, "noop_"))
+        diagnostics.update(_percentiles(raw, "raw_"))
+        diagnostics.update(_percentiles(session.noop_trips, "noop_"))
         diagnostics["timed_calls"] = float(len(raw))
         diagnostics.update(_part_medians(parts, ""))
         diagnostics.update(_part_medians(session.noop_parts, "noop_"))
@@ -468,7 +464,7 @@ class Driver:
         )
 
 
-def _deciles(values: list[float], prefix: str) -> dict[str, float]:
+def _percentiles(values: list[float], prefix: str) -> dict[str, float]:
     """The 10th, 25th, 50th, 75th and 90th percentiles of round trips in ms (diagnostics)."""
     if len(values) < 2:
         return {}
