@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -61,6 +61,16 @@ def data_dir() -> Path:
     if not (root / "kernelbench").is_dir():
         pytest.skip(f"no data sets at {root}: set CUDA_GYM_DATA_DIR to a folder with kernelbench/ and ops6k/")
     return root
+
+
+@pytest.fixture(scope="session")
+def judges() -> Iterator[Any]:
+    """Judges shared by the adversarial and solution tests (``adversarial.judging.SharedJudges``)."""
+    from adversarial.judging import SharedJudges
+
+    shared = SharedJudges()
+    yield shared
+    shared.close()
 
 
 @pytest.fixture

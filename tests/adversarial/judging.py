@@ -101,6 +101,35 @@ def make_workspace(task: Task, case_dir: Path, flavour: str, parent: Path) -> An
     return ws
 
 
+class SharedJudges:
+    """One :class:`~cuda_gym.judge.judge.Judge` per configuration, kept for a whole test session.
+
+    A judge's reference worker (torch import, each task's preparation) is paid once per configuration
+    instead of once per case; every submission still gets its own sandboxed candidate server, as in
+    real use, where one judge serves many submissions. ``get(device, **changes)`` returns the judge of
+    ``judge_config(device)`` with ``changes`` applied (``JudgeConfig`` field values).
+    """
+
+    def __init__(self) -> None:
+        self._judges: dict[tuple, Any] = {}
+
+    def get(self, device: str, **changes: Any) -> Any:
+        """The session's judge for ``judge_config(device)`` with ``changes``; started on first use."""
+        import dataclasses
+
+        key = (device, *sorted(changes.items()))
+        if key not in self._judges:
+            judge_mod = pytest.importorskip("cuda_gym.judge.judge")
+            self._judges[key] = judge_mod.Judge(dataclasses.replace(judge_config(device), **changes))
+        return self._judges[key]
+
+    def close(self) -> None:
+        """Stop every judge's reference worker."""
+        for judge in self._judges.values():
+            judge.close()
+        self._judges.clear()
+
+
 def judge_config(device: str) -> Any:
     """A judge configuration sized for tests (few timed calls, no judgement cache)."""
     config = pytest.importorskip("cuda_gym.judge.config")

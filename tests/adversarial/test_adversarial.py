@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from adversarial.judging import honest_solutions, judge_config, load_task, make_workspace, materialize, solution_meta
+from adversarial.judging import SharedJudges, honest_solutions, load_task, make_workspace, materialize, solution_meta
 from adversarial.manifest import MANIFEST, Case
 from cuda_gym.reward import milestone_reward
 
@@ -39,14 +39,10 @@ def test_static_rules_pass_honest_solutions(path: Path, tmp_path: Path) -> None:
     assert check_submission(materialize(path, tmp_path), solution_meta(path)["flavour"]) == []
 
 
-def _judge(case: Case, device: str, tmp_path: Path) -> None:
-    judge_mod = pytest.importorskip("cuda_gym.judge.judge")
+def _judge(case: Case, device: str, tmp_path: Path, judges: SharedJudges) -> None:
     task = load_task(case.task)
-    import dataclasses
-
     ws = make_workspace(task, case.path, case.flavour, tmp_path)
-    with judge_mod.Judge(dataclasses.replace(judge_config(device), held_out_shapes=case.held_out)) as judge:
-        result = judge.evaluate(task, workspace=ws, mode=case.mode)
+    result = judges.get(device, held_out_shapes=case.held_out).evaluate(task, workspace=ws, mode=case.mode)
     if case.held_out:
         assert any(t.held_out and not t.passed for t in result.trials), result.to_json()
     rules = {v.rule for v in result.violations}
@@ -63,27 +59,25 @@ def _judge(case: Case, device: str, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", _params(gpu=False))
-def test_judge_cpu(case: Case, tmp_path: Path) -> None:
-    _judge(case, "cpu", tmp_path)
+def test_judge_cpu(case: Case, tmp_path: Path, judges: SharedJudges) -> None:
+    _judge(case, "cpu", tmp_path, judges)
 
 
 @pytest.mark.parametrize("case", _params(gpu=True))
-def test_judge_gpu(case: Case, tmp_path: Path) -> None:
-    _judge(case, "cuda:0", tmp_path)
+def test_judge_gpu(case: Case, tmp_path: Path, judges: SharedJudges) -> None:
+    _judge(case, "cuda:0", tmp_path, judges)
 
 
 _BASE_REWARDS: dict[str, int] = {}
 
 
-def _slow_base_reward(flavour: str, device: str, tmp_path: Path) -> int:
+def _slow_base_reward(flavour: str, device: str, tmp_path: Path, judges: SharedJudges) -> int:
     """The reward of the honest slow base of the native-code cases, judged like them (once per flavour)."""
     if flavour not in _BASE_REWARDS:
-        judge_mod = pytest.importorskip("cuda_gym.judge.judge")
         base = Path(__file__).resolve().parent.parent / "solutions" / f"{flavour}_scale_relu_slow"
         task = load_task(solution_meta(base)["task"])
         ws = make_workspace(task, base, flavour, tmp_path / "slow_base")
-        with judge_mod.Judge(judge_config(device)) as judge:
-            result = judge.evaluate(task, workspace=ws, mode="full")
+        result = judges.get(device, static_rules=False).evaluate(task, workspace=ws, mode="full")
         assert result.passed, result.to_json()
         _BASE_REWARDS[flavour] = milestone_reward(result)
     return _BASE_REWARDS[flavour]
@@ -95,19 +89,14 @@ def _native_params() -> list:
 
 
 @pytest.mark.parametrize("case", _native_params())
-def test_native_hack_gains_nothing_without_static_rules(case: Case, tmp_path: Path) -> None:
+def test_native_hack_gains_nothing_without_static_rules(case: Case, tmp_path: Path, judges: SharedJudges) -> None:
     """The process model alone holds: with the static rules off, no reward above the honest base."""
-    import dataclasses
-
-    judge_mod = pytest.importorskip("cuda_gym.judge.judge")
     device = "cuda:0" if case.gpu else "cpu"
     (tmp_path / "slow_base").mkdir()
-    slow_base_reward = _slow_base_reward(case.flavour, device, tmp_path)
+    slow_base_reward = _slow_base_reward(case.flavour, device, tmp_path, judges)
     task = load_task(case.task)
     ws = make_workspace(task, case.path, case.flavour, tmp_path)
-    cfg = dataclasses.replace(judge_config(device), static_rules=False)
-    with judge_mod.Judge(cfg) as judge:
-        result = judge.evaluate(task, workspace=ws, mode="full")
+    result = judges.get(device, static_rules=False).evaluate(task, workspace=ws, mode="full")
     reward = milestone_reward(result)
     assert reward <= slow_base_reward, result.to_json()
     assert result.compiled, result.compile_log  # the hack ran: its verdict comes from the runtime checks

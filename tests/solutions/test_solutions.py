@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from adversarial.judging import honest_solutions, judge_config, load_task, make_workspace, solution_meta
+from adversarial.judging import SharedJudges, honest_solutions, load_task, make_workspace, solution_meta
 from cuda_gym.reward import milestone_reward
 
 SOLUTIONS = honest_solutions()
@@ -50,27 +50,25 @@ def test_cuda_solutions_build(tmp_path: Path, request: pytest.FixtureRequest) ->
     assert len(built) >= 8
 
 
-def _judge(path: Path, device: str, tmp_path: Path, data_dir: Path | None):
-    judge_mod = pytest.importorskip("cuda_gym.judge.judge")
+def _judge(path: Path, device: str, tmp_path: Path, data_dir: Path | None, judges: SharedJudges):
     meta = solution_meta(path)
     task = load_task(meta["task"], data_dir)
     ws = make_workspace(task, path, meta["flavour"], tmp_path)
-    with judge_mod.Judge(judge_config(device)) as judge:
-        return judge.evaluate(task, workspace=ws, mode="full")
+    return judges.get(device).evaluate(task, workspace=ws, mode="full")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", _params("cpu"))
-def test_cpu_solution_passes(path: Path, tmp_path: Path) -> None:
-    result = _judge(path, "cpu", tmp_path, None)
+def test_cpu_solution_passes(path: Path, tmp_path: Path, judges: SharedJudges) -> None:
+    result = _judge(path, "cpu", tmp_path, None, judges)
     assert result.passed, result.to_json()
     assert milestone_reward(result) >= 1
 
 
 @pytest.mark.parametrize("path", _params("cuda"))
-def test_cuda_solution_passes(path: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_cuda_solution_passes(path: Path, tmp_path: Path, request: pytest.FixtureRequest, judges: SharedJudges) -> None:
     data_dir = request.getfixturevalue("data_dir") if solution_meta(path)["task"].startswith("kernelbench") else None
-    result = _judge(path, "cuda:0", tmp_path, data_dir)
+    result = _judge(path, "cuda:0", tmp_path, data_dir, judges)
     assert result.passed, result.to_json()
     assert milestone_reward(result) >= 1
 
@@ -81,6 +79,6 @@ def test_cuda_solution_passes(path: Path, tmp_path: Path, request: pytest.Fixtur
     "and the server's processes, benchmarks/results/h200_2026-12-01/REPORT.md), so no speedup over eager is "
     "resolved and claimed for them"))
 @pytest.mark.parametrize("path", _params("cuda", fast=True))
-def test_fast_solution_earns_3(path: Path, tmp_path: Path) -> None:
-    result = _judge(path, "cuda:0", tmp_path, None)
+def test_fast_solution_earns_3(path: Path, tmp_path: Path, judges: SharedJudges) -> None:
+    result = _judge(path, "cuda:0", tmp_path, None, judges)
     assert milestone_reward(result) == 3, (result.speedup_vs_eager, result.speedup_vs_compile, result.to_json())
