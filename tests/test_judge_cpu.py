@@ -326,8 +326,11 @@ def test_workspace_passes_then_tampering_and_compile_errors_are_reported(
 
 
 def test_cli_judge_prints_verdict_and_json(judge_env: dict[str, Path], tmp_path: Path, monkeypatch, capsys) -> None:
+    from cuda_gym.build.store import cache_root
     from cuda_gym.cli import main
 
+    # the module fixture's judge built this extension in the default build cache: keep using it
+    monkeypatch.setenv("CUDA_GYM_BUILD_CACHE", str(cache_root()))
     monkeypatch.setenv("CUDA_GYM_CACHE_DIR", str(judge_env["cache_dir"]))
     path = write(tmp_path, cases.WRONG)
     argv = ["judge", "--task", cases.TASK_ID, "--size", "small", "--solution", str(path), "--device", "cpu",
