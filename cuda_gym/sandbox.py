@@ -58,7 +58,8 @@ _INIT = Path(__file__).with_name("_sandbox_init.py")
 """The init of unshare mode: builds the private root from the mount plan, then runs the command."""
 _KILL_GRACE_S = 2.0
 _DISK_CHECK_S = 1.0
-"""Seconds between two checks of the writable paths' size while a command with ``disk_bytes`` runs."""
+"""Seconds between two checks of the writable paths' size and entries while a command with ``disk_bytes``
+or ``entries`` runs."""
 _MEMORY_CHECK_S = 0.5
 """Seconds between two sums of the sandbox's memory where no memory cgroup holds it."""
 
@@ -95,6 +96,13 @@ class Limits:
     every second while the command runs (over it, the command is killed) and when it ends; ``reason``
     says so. The files stay: the caller decides what to do with them. For the bash tool the writable
     path is the workspace, so this bounds the workspace across the steps of an episode."""
+    entries: int | None = 1_000_000
+    """Files, folders and links the writable paths may hold together (links not followed): checked with
+    ``disk_bytes``, about every second while the command runs and when it ends; ``reason`` says so. Empty
+    files allocate no blocks, so ``disk_bytes`` alone lets a command make millions of them, and every
+    later walk of the folder (a build's snapshot, a removal) then takes minutes. The bash tool sets
+    the file tools' ``workspace_entries`` budget (50,000); the default bounds every other sandbox
+    (a judge's writable caches included)."""
 
     def effective_cpu_s(self) -> float:
         """The CPU limit in force: ``cpu_s``, or twice the wall limit when it is ``None``."""
@@ -833,7 +841,9 @@ class SandboxProcess:
         self._done = threading.Event()
         self._timed_out = False
         self._disk_stopped = False
-        self._next_disk_check = started + _DISK_CHECK_S if limits.disk_bytes is not None else math.inf
+        self._entries_stopped = False
+        watch_tree = limits.disk_bytes is not None or limits.entries is not None
+        self._next_disk_check = started + _DISK_CHECK_S if watch_tree else math.inf
         self._memory_stopped = False
         self._processes_stopped = False
         # Where no memory or pids cgroup could be made, the sandbox's PID namespace is watched instead.
@@ -931,7 +941,8 @@ class SandboxProcess:
                         self._kill_tree()
                         drain_until = now + 0.5
                     elif now >= deadline or self._disk_over(now) or self._memory_over(now):
-                        self._timed_out = not (self._disk_stopped or self._memory_stopped or self._processes_stopped)
+                        self._timed_out = not (self._disk_stopped or self._entries_stopped or self._memory_stopped
+                                               or self._processes_stopped)
                         self._kill_tree()
                         drain_until = now + _KILL_GRACE_S
                 left = (drain_until if drain_until is not None else deadline) - now
@@ -976,14 +987,15 @@ class SandboxProcess:
         return self._memory_stopped or self._processes_stopped
 
     def _disk_over(self, now: float) -> bool:
-        """Every second or so (less often when the walk is slow): are the writable paths over the disk limit?"""
-        if self.limits.disk_bytes is None or now < self._next_disk_check:
+        """Every second or so (less often when the walk is slow): are the writable paths over the disk
+        limit or the entries limit?"""
+        if now < self._next_disk_check:
             return False
-        used = _tree_bytes(self._disk_paths, self.limits.disk_bytes)
+        usage = _tree_usage(self._disk_paths, self.limits.disk_bytes, self.limits.entries)
         took = time.monotonic() - now
         self._next_disk_check = time.monotonic() + max(_DISK_CHECK_S, 10 * took)
-        self._disk_stopped = used > self.limits.disk_bytes
-        return self._disk_stopped
+        self._disk_stopped, self._entries_stopped = usage.over(self.limits)
+        return self._disk_stopped or self._entries_stopped
 
     def _finish(self) -> None:
         proc = self._proc
@@ -1000,8 +1012,9 @@ class SandboxProcess:
             self._cgroup.kill_all()  # members that left the process group (setsid)
             self._ended = time.monotonic()
             output = self.output()
-            disk = (_tree_bytes(self._disk_paths, self.limits.disk_bytes) if self.limits.disk_bytes is not None
-                    else None)
+            lim = self.limits
+            usage = (_tree_usage(self._disk_paths, lim.disk_bytes, lim.entries)
+                     if lim.disk_bytes is not None or lim.entries is not None else None)
             if self.mode == "unshare" and returncode == _SETUP_FAILED and "sandbox setup:" in output:
                 self._error = SandboxError(f"unshare sandbox setup failed: {output.strip()[-400:]}; set "
                                            f"{MODE_ENV}=limits or install bubblewrap")
@@ -1009,8 +1022,9 @@ class SandboxProcess:
                 sig = _signal_of(returncode)
                 self._result = RunResult(
                     returncode=returncode, output=output, timed_out=self._timed_out,
-                    reason=_reason(self.limits, returncode, sig, self._timed_out, output, self._cgroup, disk,
-                                   self._disk_stopped, self._memory_stopped, self._processes_stopped),
+                    reason=_reason(self.limits, returncode, sig, self._timed_out, output, self._cgroup, usage,
+                                   _Stopped(self._disk_stopped, self._entries_stopped, self._memory_stopped,
+                                            self._processes_stopped)),
                     seconds=self._ended - self._started, signal=sig, output_truncated=self._buf.dropped > 0,
                     mode=self.mode)
         except Exception as exc:  # pragma: no cover - a bug here must not leave waiters hanging
@@ -1083,12 +1097,29 @@ def _cleanup(cgroup: _Cgroups, host_tmp: Path | None) -> None:
         shutil.rmtree(host_tmp, ignore_errors=True)
 
 
-def _tree_bytes(paths: Sequence[Path], stop_above: int) -> int:
-    """Disk bytes (allocated blocks) under ``paths``, links not followed; stops once above ``stop_above``."""
-    total = 0
+@dataclass(frozen=True)
+class _TreeUsage:
+    """What the writable paths hold: allocated bytes and entries (each counted up to its limit and a bit)."""
+
+    bytes: int
+    entries: int
+
+    def over(self, limits: Limits) -> tuple[bool, bool]:
+        """(over the disk limit, over the entries limit)."""
+        return (limits.disk_bytes is not None and self.bytes > limits.disk_bytes,
+                limits.entries is not None and self.entries > limits.entries)
+
+
+def _tree_usage(paths: Sequence[Path], max_bytes: int | None, max_entries: int | None) -> _TreeUsage:
+    """Disk bytes (allocated blocks) and entries (files, folders, links) under ``paths``, links not
+    followed; the walk stops once either is past its bound (so a folder of millions of files costs no
+    more than the bound's worth of ``stat`` calls)."""
+    total = entries = 0
+    stop_bytes = max_bytes if max_bytes is not None else math.inf
+    stop_entries = max_entries if max_entries is not None else math.inf
     seen: set[tuple[int, int]] = set()
     stack = [str(p) for p in paths]
-    while stack and total <= stop_above:
+    while stack and total <= stop_bytes and entries <= stop_entries:
         top = stack.pop()
         try:
             st = os.lstat(top)
@@ -1103,6 +1134,9 @@ def _tree_bytes(paths: Sequence[Path], stop_above: int) -> int:
         try:
             with os.scandir(top) as it:
                 for entry in it:
+                    entries += 1
+                    if entries > stop_entries:
+                        break
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
                     else:
@@ -1115,7 +1149,7 @@ def _tree_bytes(paths: Sequence[Path], stop_above: int) -> int:
                             total += est.st_blocks * 512
         except OSError:
             continue
-    return total
+    return _TreeUsage(total, entries)
 
 
 @functools.cache
@@ -1196,10 +1230,20 @@ _MEMORY_PATTERNS = re.compile(r"MemoryError|std::bad_alloc|Cannot allocate memor
                               r"memory exhausted|virtual memory exhausted", re.I)
 
 
+@dataclass(frozen=True)
+class _Stopped:
+    """Which limits the supervisor itself stopped a command at (rather than the kernel)."""
+
+    disk: bool = False
+    entries: bool = False
+    memory: bool = False
+    processes: bool = False
+
+
 def _reason(limits: Limits, returncode: int, sig: int | None, timed_out: bool, output: str,
-            cgroup: _Cgroups, disk: int | None = None, disk_stopped: bool = False,
-            memory_stopped: bool = False, processes_stopped: bool = False) -> str:
+            cgroup: _Cgroups, usage: _TreeUsage | None = None, stopped: _Stopped = _Stopped()) -> str:
     reasons = []
+    processes_stopped, memory_stopped = stopped.processes, stopped.memory
     if limits.processes is not None:
         hit = processes_stopped or (cgroup.limit_hit("pids") if cgroup.has("pids") else (
             "Resource temporarily unavailable" in output and "fork" in output.lower()))
@@ -1223,7 +1267,11 @@ def _reason(limits: Limits, returncode: int, sig: int | None, timed_out: bool, o
     if returncode != 0 and "No space left on device" in output and limits.tmpfs_bytes is not None:
         reasons.append(f"no space left (each private tmpfs, /tmp, /dev/shm and /run, holds "
                        f"{_fmt_bytes(limits.tmpfs_bytes)}; the disk may be full too)")
-    if limits.disk_bytes is not None and (disk_stopped or (disk is not None and disk > limits.disk_bytes)):
+    disk_over, entries_over = usage.over(limits) if usage is not None else (False, False)
+    if limits.disk_bytes is not None and (stopped.disk or disk_over):
         reasons.append(f"disk limit exceeded: the writable files hold more than {_fmt_bytes(limits.disk_bytes)}"
-                       f"{' (the command was stopped)' if disk_stopped else ''}; delete some")
+                       f"{' (the command was stopped)' if stopped.disk else ''}; delete some")
+    if limits.entries is not None and (stopped.entries or entries_over):
+        reasons.append(f"entries limit exceeded: the writable folders hold more than {limits.entries} files, folders "
+                       f"and links{' (the command was stopped)' if stopped.entries else ''}; delete some (rm -r)")
     return "; ".join(reasons)

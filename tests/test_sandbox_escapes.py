@@ -260,6 +260,24 @@ def test_workspace_disk_bound_is_reported(mode: str, box: Path) -> None:
         f.unlink()
 
 
+MAKE_EMPTY_FILES = "python3 -c 'import os\nfor i in range(10**7): os.close(os.open(f\"e{i}\", os.O_CREAT | os.O_WRONLY))'"
+"""Red-team D's A3: empty files, as fast as Python makes them (they allocate no blocks: no disk limit fires)."""
+
+
+def test_workspace_entries_bound_is_reported(mode: str, box: Path) -> None:
+    sb = Sandbox([box], mode=mode)
+    limits = Limits(entries=20_000, wall_s=60)
+    res = sb.run(MAKE_EMPTY_FILES, cwd=box, limits=limits)
+    made = len(os.listdir(box))
+    assert not res.timed_out and res.seconds < 20 and 20_000 < made < 1_000_000, (res, made)
+    assert res.reason == ("entries limit exceeded: the writable folders hold more than 20000 files, folders and links "
+                          "(the command was stopped); delete some (rm -r)"), res.reason
+    # Still over it when a quick command ends: said so; deleting them is allowed and clears it.
+    assert sb.run("true", cwd=box, limits=limits).reason.startswith("entries limit exceeded: ")
+    res = sb.run("rm -rf ./*", cwd=box, limits=limits)
+    assert res.ok and os.listdir(box) == [], (res, len(os.listdir(box)))
+
+
 def test_no_isolating_mode_refuses_unless_opted_out(tmp_path: Path) -> None:
     """Without bwrap and unshare on PATH, agent code does not silently run with limits only."""
     code = textwrap.dedent("""
