@@ -500,12 +500,38 @@ def _runtime_paths() -> tuple[Path, ...]:
     cuda = _cuda_home()
     if cuda is not None:
         paths += [cuda, cuda.resolve()]
-    paths += [Path(p) for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
-    # Packages installed with --target; not the checkout that holds cuda_gym itself (its package
-    # folders are bound above): binding it would show the repository, .git included.
+    paths += [Path(p) for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p and _holds_shared_library(p)]
+    # Only install folders (pip --target, a venv's site-packages); never the checkout that holds cuda_gym
+    # itself (its package folders are bound above) nor a project folder a trainer put on the path: binding
+    # those would show the repository (.git) or the project's secrets (.env, checkpoints) to agent code.
     paths += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(":")
-              if p and not any(pkg.is_relative_to(os.path.realpath(p)) for pkg in packages)]
+              if p and _holds_installed_packages(p)
+              and not any(pkg.is_relative_to(os.path.realpath(p)) for pkg in packages)]
     return _dedup_roots(p for p in paths if p.is_absolute() and p.exists())
+
+
+def _holds_installed_packages(folder: str) -> bool:
+    """Whether ``folder`` is an install target: it directly holds a ``*.dist-info`` folder, as pip writes
+    for every package it installs (``pip install --target``, site-packages). A source checkout, even one
+    installed editable, holds at most a ``*.egg-info`` and does not count."""
+    try:
+        with os.scandir(folder) as it:
+            return any(e.name.endswith(".dist-info") and e.is_dir(follow_symlinks=False) for e in it)
+    except OSError:
+        return False
+
+
+def _holds_shared_library(folder: str) -> bool:
+    """Whether ``folder`` directly holds a shared library (``*.so`` or ``*.so.<version>``): what the
+    dynamic loader looks for in an ``LD_LIBRARY_PATH`` folder."""
+    try:
+        with os.scandir(folder) as it:
+            return any(_SHARED_LIBRARY.search(e.name) and not e.is_dir() for e in it)
+    except OSError:
+        return False
+
+
+_SHARED_LIBRARY = re.compile(r"\.so(\.[0-9]+)*$")
 
 
 def _dedup_roots(paths) -> tuple[Path, ...]:

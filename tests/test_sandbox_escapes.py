@@ -371,6 +371,7 @@ def test_checkout_on_pythonpath_is_not_bound_whole(mode: str, box: Path, tmp_pat
     target = tmp_path / "target_site"
     (target / "extra_pkg").mkdir(parents=True)
     (target / "extra_pkg" / "__init__.py").write_text("VALUE = 'from --target'\n")
+    (target / "extra_pkg-1.0.dist-info").mkdir()  # what pip --target writes beside every package
     # Dependencies installed with --target (the GPU image's gymnasium) stay on the path.
     path = ":".join([str(REPO), str(target)] + [p for p in os.environ.get("PYTHONPATH", "").split(":") if p])
     monkeypatch.setenv("PYTHONPATH", path)
@@ -385,6 +386,33 @@ def test_checkout_on_pythonpath_is_not_bound_whole(mode: str, box: Path, tmp_pat
     assert "ref: refs/" not in res.output and "[project]" not in res.output, res.output
     assert "IMPORTED from --target" in res.output, res.output
     assert "tests" not in res.output.split()
+
+
+def test_pythonpath_project_folder_is_not_bound(mode: str, box: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Red-team D's A6: a trainer run as PYTHONPATH=<project> must not show the project's .env to bash;
+    an LD_LIBRARY_PATH folder without shared libraries is not bound, one with them is (read-only)."""
+    from cuda_gym import sandbox as sandbox_module
+
+    project, notes, libs = tmp_path / "project", tmp_path / "notes", tmp_path / "libs"
+    for folder in (project, notes, libs):
+        folder.mkdir()
+    (project / ".env").write_text("HF_TOKEN=hf_SECRET_canary_123\n")
+    (project / "project.egg-info").mkdir()  # an editable install leaves this: still a project, not an install
+    (notes / "secret.txt").write_text("LD_CANARY\n")
+    (libs / "libfoo.so.1").write_text("SHARED-LIBRARY\n")
+    monkeypatch.setenv("PYTHONPATH", ":".join([str(project), *filter(None, os.environ.get("PYTHONPATH", "").split(":"))]))
+    monkeypatch.setenv("LD_LIBRARY_PATH", f"{notes}:{libs}")
+    sandbox_module._runtime_paths.cache_clear()
+    try:
+        res = Sandbox([box], mode=mode).run(
+            f"cat {project / '.env'} {notes / 'secret.txt'} {libs / 'libfoo.so.1'}; ls {project}; "
+            f"echo x >> {libs / 'libfoo.so.1'} && echo WROTE", cwd=box, limits=Limits(wall_s=30))
+    finally:
+        sandbox_module._runtime_paths.cache_clear()
+    assert "hf_SECRET_canary_123" not in res.output and "egg-info" not in res.output, res.output
+    assert "LD_CANARY" not in res.output, res.output
+    assert "SHARED-LIBRARY" in res.output and "WROTE" not in res.output, res.output
 
 
 USERNS_PROBE = """
