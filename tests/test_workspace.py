@@ -139,7 +139,12 @@ def test_unknown_flavour_is_refused(tmp_path: Path) -> None:
 
 def test_close_removes_read_only_files(tmp_path: Path) -> None:
     ws = Workspace.create(add_task(), parent=tmp_path)
-    (ws.root / "kernels").chmod(0o555)
+    for rel in ("kernels/deep/x", "kernels/wx"):
+        (ws.root / rel).mkdir(parents=True)
+        (ws.root / rel / "f").write_text("x")
+    # What an agent's bash may do (as a non-root user, close must undo it): folders it cannot list or enter.
+    for rel, mode in (("kernels/deep/x", 0o000), ("kernels/deep", 0o000), ("kernels/wx", 0o300), ("kernels", 0o555)):
+        (ws.root / rel).chmod(mode)
     ws.close(keep=True)
     assert ws.root.exists()
     ws.close()
