@@ -8,7 +8,6 @@ from typing import Any
 
 from cuda_gym.envs.base import KernelEnvBase, _from_cache
 from cuda_gym.envs.config import KernelEnvConfig
-from cuda_gym.reward import TerminalReward
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +27,10 @@ class KernelEnv(KernelEnvBase):
       or after the ``max_turns``-th call (``truncated=True``, still scored). On that step
       ``info["final_eval"]`` is True and ``info`` carries the judge's facts
       (``compiled``, ``correct``, ``passed``, ``speedup_vs_eager``, ``speedup_vs_compile``,
-      ``milestone``...); ``reward = reward_fn(result)`` (the milestone reward by default).
+      ``milestone``...); ``reward = reward_fn(result)`` (the milestone reward by default). Both ends
+      judge through the submit tool: a workspace the tools refuse (more than ``workspace_entries``
+      entries, a file name that is not UTF-8) scores -1 without a judge call; only a failure of the
+      judge or the build itself raises :class:`~cuda_gym.errors.JudgeError` (not the agent's doing).
     * ``step`` after the episode ended raises :class:`~cuda_gym.envs.EpisodeOverError` (a caller
       bug, not agent input): call ``reset()`` first. Vector envs and SB3 reset automatically.
     * ``render()`` (``render_mode="ansi"``) returns the transcript; ``close()`` removes the
@@ -109,9 +111,15 @@ class KernelEnv(KernelEnvBase):
             terminated = True
         elif self.turn >= self.config.max_turns:
             truncated = True
-            assert self.workspace is not None
-            result = self.judge.submit(self.workspace)
-            text = text + FINAL_BANNER + _render_final(result, self.reward_fn)
+            # The final judgement goes through the submit tool, as a submit would: a workspace the tools
+            # refuse scores -1, and only the judge's (or the build's) own failure raises.
+            from cuda_gym.tools import ToolCall
+
+            final = self.runner.call(ToolCall("submit", {}))
+            if final.judge_result is None:
+                raise self._judge_failed("judge the workspace at the turn limit", final.text)
+            result = final.judge_result
+            text = text + FINAL_BANNER + final.text
         if terminated or truncated:
             assert result is not None
             reward = self._reward(result)
@@ -122,9 +130,3 @@ class KernelEnv(KernelEnvBase):
         self.transcript.append({"role": "assistant", "content": action_text})
         self.transcript.append({"role": "tool", "content": observation})
         return observation, reward, terminated, truncated, info
-
-
-def _render_final(result: Any, reward: TerminalReward) -> str:
-    from cuda_gym.tools.render import render_submit
-
-    return render_submit(result, reward)

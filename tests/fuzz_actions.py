@@ -61,9 +61,11 @@ BASH = [
     "chmod 755 kernels/deep 2>/dev/null; true", "rm -f model.py", "echo hi > model.py",
     "truncate -s 100M big.bin", "python3 -c 'print(\"\\u00e9\" * 100)'", "exit 3", "kill -9 $$",
     "cat /etc/shadow", "ls -la /", "touch -d 2000-01-01 model_new.py", "ulimit -a", "true", "echo a\x00b",
+    "touch $'\\xff' kernels/$'\\xfd'.cpp kernels/$'\\xfe'.h", "rm -f $'\\xff' kernels/$'\\xfd'.cpp kernels/$'\\xfe'.h",
 ]
 """bash commands: links to devices and out of the root, FIFOs, binary output, forks, sleeps past
-the limit, large output, many files, unreadable folders, tampering with protected files."""
+the limit, large output, many files, unreadable folders, tampering with protected files, file names
+that are not UTF-8 (and their removal)."""
 
 
 def _rand_text(rng: random.Random, n: int) -> str:

@@ -96,3 +96,66 @@ def test_single_turn_hostile_answers_score_minus_one(tmp_path: Path, answer: str
         assert obs.startswith("Error: ") and message in obs
     finally:
         env.close()
+
+
+NON_UTF8_NAMES = "touch $'\\xff' kernels/$'\\xfd'.cpp"
+"""Red-team D's A2: names that are not UTF-8 (the judge's hash and the build's unit list raised on them)."""
+
+
+@pytest.mark.timeout(120)
+def test_turn_limit_with_a_non_utf8_name_scores_minus_one(tmp_path: Path) -> None:
+    obs, reward, truncated, info = _turn_limit_episode(tmp_path, NON_UTF8_NAMES)  # raised UnicodeEncodeError
+    assert truncated and info["final_eval"] and reward == -1 and not info["compiled"], info
+    assert "is not valid UTF-8" in obs and "(bash: rm -r ./$'\\x" in obs, obs
+
+
+def _episode(tmp_path: Path, max_turns: int = 8):
+    import gymnasium as gym
+
+    from env_helpers import CPU_ID
+
+    env = gym.make(CPU_ID, task_ids=[TASK_ID], max_turns=max_turns, workspace_dir=tmp_path)
+    env.reset()
+    env.step(write_all(HONEST.files))
+    return env
+
+
+@pytest.mark.timeout(120)
+def test_judge_tools_refuse_a_non_utf8_name_and_submit_scores_minus_one(tmp_path: Path) -> None:
+    env = _episode(tmp_path)
+    try:
+        env.step(call("bash", command=NON_UTF8_NAMES))
+        for tool in ("compile", "verify", "profile"):  # were "internal error in tool verify"
+            obs, reward, terminated, truncated, info = env.step(call(tool))
+            assert obs.startswith("Error: the file name \\x") and "not valid UTF-8" in obs, obs
+            assert info["parse_ok"] and not info["tool_ok"] and reward == 0 and not (terminated or truncated)
+        obs, reward, terminated, _, info = env.step(call("submit"))  # raised JudgeError
+        assert terminated and info["final_eval"] and reward == -1 and "not valid UTF-8" in obs, obs
+    finally:
+        env.close()
+
+
+EMPTY_FILES = ("python3 -c 'import os\nos.mkdir(\"junk\")\n"
+               "for i in range(10**7): os.close(os.open(f\"junk/e{i}\", os.O_CREAT | os.O_WRONLY))'")
+"""Red-team D's A3: empty files as fast as one bash call makes them (no disk bytes: the disk limit never fired)."""
+
+
+@pytest.mark.timeout(120)
+def test_millions_of_empty_files_are_stopped_and_refused(tmp_path: Path) -> None:
+    import time
+
+    env = _episode(tmp_path)
+    try:
+        root = env.unwrapped.workspace.root
+        obs, *_ = env.step(call("bash", command=EMPTY_FILES))
+        assert "stopped: entries limit exceeded: the writable folders hold more than 50000 files" in obs, obs
+        made = len(os.listdir(root / "junk"))
+        assert 50_000 < made < 500_000, made
+        obs, _, _, _, info = env.step(call("compile"))
+        assert obs.startswith("Error: the workspace holds more than 50000 files") and not info["tool_ok"], obs
+        started = time.monotonic()
+        obs, reward, terminated, _, info = env.step(call("submit"))
+        assert terminated and reward == -1 and "more than 50000 files" in obs and time.monotonic() - started < 10
+    finally:
+        env.close()
+    assert not root.exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,14 @@ _FOOTER_ROOM = 160
 _RENDER: dict[str, Callable[[JudgeResult, TerminalReward | None], str]] = {
     "verify": render_verify, "profile": render_profile, "submit": render_submit}
 """The observation text of each judge tool."""
+
+
+class WorkspaceRefused(ToolError):
+    """The workspace is not one the tools build or judge: too many entries, or a name that is not UTF-8.
+
+    compile, verify and profile answer it as an ``Error:`` observation; submit (and the env's final
+    judgement at its turn limit) as a failed judgement, reward -1, without calling the judge.
+    """
 
 
 class JudgeBackend(Protocol):
@@ -188,8 +197,9 @@ class ToolRunner:
             raise ToolError(f"the command holds a NUL character (\\x00) at position {a['command'].index(chr(0))}; "
                             "a shell command cannot contain one (write binary data with printf '\\000')")
         timeout = min(float(a.get("timeout", self.bash_timeout)), self.max_bash_timeout)
+        # entries: millions of empty files (no disk bytes) would slow every later walk of the workspace.
         result = self._default_sandbox().run(a["command"], cwd=Path(self.workspace.root),
-                                             limits=Limits(wall_s=timeout))
+                                             limits=Limits(wall_s=timeout, entries=self.budgets.workspace_entries))
         body = clean_output(result.output or "", self.output_limit - _FOOTER_ROOM)
         status = f"exit code {result.returncode}, {result.seconds:.1f} s"
         if result.timed_out or result.reason:
@@ -203,23 +213,50 @@ class ToolRunner:
     # --- compile and judge --------------------------------------------------------------------
 
     def _sources_state(self) -> tuple:
-        """(path, size, mtime) of every file under the root: any change means a rebuild is due."""
-        root = Path(self.workspace.root)
-        state = []
-        for folder, dirs, names in os.walk(root):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(names):
+        """(path, size, mtime) of every file under the root but ``__pycache__``: any change means a rebuild
+        is due. One walk, links never followed, bounded by the ``workspace_entries`` budget.
+
+        Raises :class:`WorkspaceRefused` past that budget (files, folders and links, ``__pycache__``
+        included) or at a name that is not valid UTF-8 (the tools, the build and the judge name files
+        as text); nothing is built or judged then.
+        """
+        root = str(self.workspace.root)
+        limit = self.budgets.workspace_entries
+        state: list[tuple[str, int, int]] = []
+        count = 0
+        stack: list[tuple[str, bool]] = [(root, False)]
+        while stack:
+            folder, in_cache = stack.pop()
+            entries = []
+            try:
+                with os.scandir(folder) as it:
+                    for entry in it:  # counted as they come: a folder of millions is never listed whole
+                        count += 1
+                        if count > limit:
+                            raise WorkspaceRefused(
+                                f"the workspace holds more than {limit} files, folders and links; nothing was "
+                                "built or judged. Delete what you do not need (bash: rm -r DIR) and call the tool again")
+                        entries.append(entry)
+            except OSError:
+                continue
+            for entry in entries:
+                rel = os.path.relpath(entry.path, root)
+                _check_name(rel)
                 try:
-                    st = os.stat(os.path.join(folder, name), follow_symlinks=False)
+                    st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                state.append((os.path.relpath(os.path.join(folder, name), root), st.st_size, st.st_mtime_ns))
-        return tuple(state)
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append((entry.path, in_cache or entry.name == "__pycache__"))
+                elif not in_cache:
+                    state.append((rel, st.st_size, st.st_mtime_ns))
+        return tuple(sorted(state))
 
-    def _build(self) -> Any:
+    def _build(self, state: tuple | None = None) -> Any:
         from cuda_gym.build import build_workspace
 
-        state = self._sources_state()
+        if state is None:
+            state = self._sources_state()
         # The sources are the agent's: the build runs in a sandbox of the same mode as bash.
         result = build_workspace(self.workspace, self.build_config, self._default_sandbox())
         self._built_state = state if result.ok else None
@@ -236,8 +273,19 @@ class ToolRunner:
         return ToolOutcome(f"compile: FAILED\n{log}", info)
 
     def _judge(self, mode: str) -> ToolOutcome:
-        if self._built_state is None or self._built_state != self._sources_state():
-            build = self._build()
+        try:
+            state = self._sources_state()
+        except WorkspaceRefused as exc:
+            if mode != "submit":
+                raise
+            # The agent's doing, so the agent's -1 (never a JudgeError): the final judgement of a workspace
+            # the build cannot take is a failed build, without asking the judge.
+            result = JudgeResult(task_id=_task_id(self.workspace), mode="full", device="",
+                                 compiled=False, compile_log=str(exc))
+            return ToolOutcome(render_submit(result, self.reward), {**result.to_info(), "tool_ok": True},
+                               submitted=True, judge_result=result)
+        if self._built_state is None or self._built_state != state:
+            build = self._build(state)
             if not build.ok and mode != "submit":
                 # No device time for a workspace that does not build; the judge would say the same.
                 result = JudgeResult(task_id=_task_id(self.workspace), mode=mode, device="",  # type: ignore[arg-type]
@@ -249,6 +297,18 @@ class ToolRunner:
             raise ToolError(f"the judge's {mode}() returned {type(result).__name__}, not a JudgeResult")
         return ToolOutcome(_RENDER[mode](result, self.reward), {**result.to_info(), "tool_ok": True},
                            submitted=mode == "submit", judge_result=result)
+
+
+def _check_name(rel: str) -> None:
+    """Raise :class:`WorkspaceRefused` when ``rel`` (as ``os.scandir`` decodes it) is not valid UTF-8."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes come back from os.scandir as lone surrogates
+        shown = repr(os.fsencode(rel))[2:-1]
+        raise WorkspaceRefused(
+            f"the file name {shown} is not valid UTF-8 (its undecodable bytes shown as \\xNN); the tools, the build "
+            f"and the judge take UTF-8 names only, so nothing was built or judged. Rename or delete it "
+            f"(bash: rm -r ./$'{shown}')") from None
 
 
 def _task_id(ws: Any) -> str:
