@@ -96,3 +96,17 @@ def test_timeout_s_is_honoured() -> None:
         assert TASK_ID in env.reset(task_id=TASK_ID).text  # a fresh episode after a timed-out one
     finally:
         env.close()
+
+
+def test_a_file_name_that_is_not_utf8_is_the_agents_minus_1() -> None:
+    """Red-team D's A2 through OpenEnv: verify answers an Error text, submit ends the episode at -1."""
+    env = CudaKernelEnvironment(CPU_ID, **ENV_KWARGS)
+    try:
+        env.reset(task_id=TASK_ID)
+        env.step(CudaToolAction(tool="bash", arguments={"command": "touch $'\\xff'"}))
+        step = env.step(CudaToolAction(tool="verify"))
+        assert step.text.startswith("Error: the file name \\xff is not valid UTF-8") and not step.done, step.text
+        step = env.step(CudaToolAction(tool="submit"))
+        assert step.done and step.reward == -1 and step.info["milestone"] == -1
+    finally:
+        env.close()

@@ -74,3 +74,13 @@ def test_a_hack_never_submitted_is_judged_by_get_reward_to_minus_1(env: CudaKern
     assert asyncio.run(env.get_reward()) == -1.0  # no submit: get_reward runs the final judgement
     assert env.session.milestone == -1
     assert env.session.transcript[-2]["content"].endswith('{"name": "submit", "arguments": {}}\n</tool_call>')
+
+
+def test_a_file_name_that_is_not_utf8_is_the_agents_minus_1(env: CudaKernelToolEnv) -> None:
+    """Red-team D's A2 through TRL: compile refuses the workspace (a ToolError TRL shows the model) and
+    get_reward's final judgement is -1, not a JudgeError out of the trainer."""
+    env.reset(task_id=TASK_ID)
+    env.bash("touch kernels/$'\\xfd'.cpp")
+    with pytest.raises(ToolError, match="not valid UTF-8"):
+        env.compile()
+    assert asyncio.run(env.get_reward()) == -1.0 and env.session.milestone == -1
