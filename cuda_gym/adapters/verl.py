@@ -6,8 +6,10 @@ import asyncio
 import json
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 from uuid import uuid4
@@ -28,19 +30,59 @@ MILESTONE_KEY = "cuda_gym_milestone"
 """``agent_data.extra_fields`` key of the milestone (-1, 1, 2, 3) of the final judgement."""
 UNJUDGED_REWARD = -1.0
 """What :func:`compute_score` gives a trajectory that ended (length or turn limit) before any judgement."""
-MAX_OPEN_EPISODES = 256
-"""Open episodes kept per process; beyond it the least recently used one is closed."""
+EPISODE_KEY = "cuda_gym_episode"
+"""``agent_data.extra_fields`` key of the trajectory's episode id, set at its first tool call: verl makes one
+``AgentData`` per trajectory, so the id is the trajectory's own whatever its ``request_id``."""
+MAX_OPEN_EPISODES = 64
+"""Open episodes kept per process (tool config ``max_open_episodes``); past it the least recently used idle one
+is closed. Each holds a workspace on disk (the judge is the process's, shared): raise it for a worker that runs
+more trajectories at once."""
+IDLE_TIMEOUT_S = 1800.0
+"""An open episode without a tool call for this long is closed (tool config ``idle_timeout_s``): verl ends a
+trajectory (response length, its own turn budget) without telling its tools."""
+_ENDED_KEPT = 10_000
+"""Ended trajectory episodes remembered (why, and the reward), so that a late call is answered, not restarted."""
+
+
+class EpisodeEnded(EpisodeOverError):
+    """The trajectory's episode was closed: finished, idle past the timeout, or evicted.
+
+    Attributes:
+        reason: why, as a sentence.
+        reward: the terminal reward when it was judged, else ``None``.
+    """
+
+    def __init__(self, reason: str, reward: float | None) -> None:
+        super().__init__(f"this trajectory's episode is over ({reason}); start a new trajectory")
+        self.reason = reason
+        self.reward = reward
+
+
+@dataclass
+class _Episode:
+    """One open episode: its session, the task it was started for, its last use and calls in flight."""
+
+    session: EnvSession
+    task_id: str | None
+    last_used: float
+    busy: int = 0
 
 
 class _Episodes:
-    """The episodes of this process, shared by every tool class: instance id -> episode.
+    """The episodes of this process, shared by every tool class.
 
     Two lifecycles lead here. The ``BaseTool`` contract (one ``create`` per trajectory, the same
     instance id for every call, ``calc_reward``, ``release``) keys an episode by its instance id. verl
     0.9's ``ToolAgentLoop`` instead calls ``create`` / ``execute`` / ``release`` around every single call,
-    with a fresh instance id each time, and hands ``execute`` its ``agent_data``: the episode is then
-    keyed by ``agent_data.request_id``, the trajectory, and ends at the env's final judgement.
-    Finished envs are kept and reused by later episodes (their judge and build cache with them).
+    with a fresh instance id each time, and hands ``execute`` its ``agent_data``, one per trajectory: the
+    episode is then keyed by an id the first call writes into ``agent_data.extra_fields``
+    (:data:`EPISODE_KEY`), never by ``request_id``, which verl repeats every batch under
+    ``rollout.full_determinism`` (``det-<index>``). Without ``extra_fields`` the key is ``request_id``, and a
+    call for another task than the episode's starts a fresh episode. A trajectory episode ends at the
+    env's final judgement, after :data:`IDLE_TIMEOUT_S` without a call, or when more than
+    :data:`MAX_OPEN_EPISODES` are open (the least recently used idle one); its workspace is removed then.
+    Every episode's env judges with the process's one judge per env setting (one reference worker, not one
+    per trajectory), unless ``env_kwargs`` name a judge object or an executor of their own.
     """
 
     def __init__(self) -> None:
@@ -49,46 +91,124 @@ class _Episodes:
         """Each live instance id's task id (from ``create``)."""
         self.keys: dict[str, str] = {}
         """Instance id -> the episode key it plays in."""
-        self.open: OrderedDict[str, EnvSession] = OrderedDict()
-        self.idle: dict[str, list[EnvSession]] = {}
+        self.open: OrderedDict[str, _Episode] = OrderedDict()
+        self.ended: OrderedDict[str, EpisodeEnded] = OrderedDict()
+        """Trajectory keys of closed episodes -> why (bounded by ``_ENDED_KEPT``)."""
+        self.judges: dict[str, Any] = {}
+        """The shared judge of each env setting (``None``: the settings bring their own)."""
+        self.max_open = MAX_OPEN_EPISODES
+        self.idle_timeout_s = IDLE_TIMEOUT_S
+
+    def configure(self, max_open: int | None = None, idle_timeout_s: float | None = None) -> None:
+        """Set the open-episode cap and the idle timeout (from the tool config)."""
+        with self.lock:
+            if max_open is not None:
+                self.max_open = max(1, int(max_open))
+            if idle_timeout_s is not None:
+                self.idle_timeout_s = float(idle_timeout_s)
 
     def create(self, instance_id: str, task_id: str | None) -> None:
         with self.lock:
             self.tasks[instance_id] = task_id
 
-    def session(self, instance_id: str, agent_data: Any, env_id: str, env_kwargs: dict[str, Any]) -> EnvSession:
-        """The episode of ``instance_id`` (or of ``agent_data``'s trajectory), started on first use."""
-        trajectory = getattr(agent_data, "request_id", None)
-        key = f"trajectory:{trajectory}" if trajectory else f"instance:{instance_id}"
+    def _key(self, instance_id: str, agent_data: Any) -> str:
+        extra = getattr(agent_data, "extra_fields", None)
+        if isinstance(extra, dict):
+            if not extra.get(EPISODE_KEY):
+                extra[EPISODE_KEY] = f"trajectory:{uuid4().hex}"
+            return str(extra[EPISODE_KEY])
+        request = getattr(agent_data, "request_id", None)
+        return f"request:{request}" if request else f"instance:{instance_id}"
+
+    def session(self, instance_id: str, agent_data: Any, env_id: str, env_kwargs: dict[str, Any]
+                ) -> tuple[str, EnvSession]:
+        """The episode key and session of ``instance_id`` (or of ``agent_data``'s trajectory), started on
+        first use and marked busy until :meth:`done`. Raises :class:`EpisodeEnded` for a closed trajectory."""
+        now = time.monotonic()
         with self.lock:
-            self.keys[instance_id] = key
-            if key in self.open:
-                self.open.move_to_end(key)
-                return self.open[key]
             task_id = self.tasks.get(instance_id)
             if task_id is None and agent_data is not None:
                 task_id = _task_from_tools_kwargs(getattr(agent_data, "tools_kwargs", None))
-            pool = self.idle.setdefault(_pool_key(env_id, env_kwargs), [])
-            session = pool.pop() if pool else EnvSession(env_id, **env_kwargs)
-            self.open[key] = session
-            evicted = [self.open.popitem(last=False) for _ in range(max(0, len(self.open) - MAX_OPEN_EPISODES))]
-            with session.claimed():  # a parallel call of the same trajectory waits for the start
-                self.lock.release()
-                try:
-                    for old_key, old in evicted:
-                        logger.warning("closing the episode %s: more than %d are open", old_key, MAX_OPEN_EPISODES)
-                        old.close()
-                    session.start(task_id=task_id)
-                finally:
-                    self.lock.acquire()
-        return session
+            key = self._key(instance_id, agent_data)
+            self.keys[instance_id] = key
+            closing = self._expired(now)
+            episode = self.open.get(key)
+            if episode is not None and None not in (task_id, episode.task_id) and episode.task_id != task_id:
+                # A request id reused by another trajectory (verl's full_determinism): not its episode.
+                closing.append(self._end(key, f"its request id {key} was reused for task {task_id}"))
+                episode = None
+            if episode is None and key in self.ended:
+                error = self.ended[key]
+                self._close_later(closing)
+                raise error
+            fresh = episode is None
+            if episode is None:
+                session = EnvSession(env_id, **self._with_judge(env_id, env_kwargs))
+                episode = self.open[key] = _Episode(session, task_id, now)
+            episode.busy += 1
+            episode.last_used = now
+            self.open.move_to_end(key)
+            closing += self._over_cap()
+            session = episode.session
+            if fresh:  # a parallel call of the same trajectory waits for the start (nobody holds it yet)
+                session.claimed().acquire()
+        try:
+            self._close_later(closing)
+            if fresh:
+                session.start(task_id=task_id)
+        except BaseException:
+            self.done(key)
+            raise
+        finally:
+            if fresh:
+                session.claimed().release()
+        return key, session
 
-    def retire(self, key: str) -> None:
-        """End the episode ``key``: its env goes back to the idle pool."""
+    def done(self, key: str) -> None:
+        """A call of the episode ``key`` (from :meth:`session`) is over."""
         with self.lock:
-            session = self.open.pop(key, None)
-            if session is not None:
-                self.idle.setdefault(_pool_key(session.env_id, session.env_kwargs), []).append(session)
+            episode = self.open.get(key)
+            if episode is not None:
+                episode.busy = max(0, episode.busy - 1)
+                episode.last_used = time.monotonic()
+
+    def _expired(self, now: float) -> list[EnvSession]:
+        """End the idle episodes past the timeout (lock held); their sessions, to close."""
+        old = [k for k, e in self.open.items() if not e.busy and now - e.last_used > self.idle_timeout_s]
+        return [self._end(k, f"closed after {self.idle_timeout_s:g} s without a tool call") for k in old]
+
+    def _over_cap(self) -> list[EnvSession]:
+        """End the least recently used idle episodes past the cap (lock held)."""
+        closing = []
+        for key in [k for k, e in self.open.items() if not e.busy][: max(0, len(self.open) - self.max_open)]:
+            logger.warning("closing the episode %s: more than %d are open", key, self.max_open)
+            closing.append(self._end(key, f"closed: more than {self.max_open} episodes were open"))
+        return closing
+
+    def _end(self, key: str, reason: str) -> EnvSession:
+        """Forget the open episode ``key`` (lock held); a trajectory's is remembered as ended. Its session, to close."""
+        episode = self.open.pop(key)
+        if key.startswith("trajectory:"):
+            self.ended[key] = EpisodeEnded(reason, episode.session.reward)
+            while len(self.ended) > _ENDED_KEPT:
+                self.ended.popitem(last=False)
+        return episode.session
+
+    @staticmethod
+    def _close_later(sessions: list[EnvSession]) -> None:
+        """Close ``sessions`` (lock not held: removing a workspace takes a while)."""
+        for session in sessions:
+            try:
+                session.close()
+            except Exception:  # a leftover workspace must not fail another trajectory's call
+                logger.exception("closing an episode failed")
+
+    def retire(self, key: str, reason: str = "finished") -> None:
+        """End the episode ``key`` now: its workspace is removed."""
+        with self.lock:
+            session = self._end(key, reason) if key in self.open else None
+        if session is not None:
+            self._close_later([session])
 
     def release(self, instance_id: str) -> None:
         with self.lock:
@@ -101,16 +221,27 @@ class _Episodes:
         with self.lock:
             return self.keys.get(instance_id)
 
+    def _with_judge(self, env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``env_kwargs`` with the process's shared judge of these settings (lock held)."""
+        pool = _pool_key(env_id, env_kwargs)
+        if pool not in self.judges:
+            self.judges[pool] = _shared_judge(env_id, env_kwargs)
+        judge = self.judges[pool]
+        return env_kwargs if judge is None else {**env_kwargs, "judge": judge}
+
     def close_all(self) -> None:
-        """Close every env of this process (open and idle)."""
+        """Close every episode of this process and the shared judges (their reference workers)."""
         with self.lock:
-            sessions = list(self.open.values()) + [s for pool in self.idle.values() for s in pool]
+            sessions = [e.session for e in self.open.values()]
+            judges = [j for j in self.judges.values() if j is not None]
             self.open.clear()
-            self.idle.clear()
+            self.ended.clear()
             self.keys.clear()
             self.tasks.clear()
-        for session in sessions:
-            session.close()
+            self.judges.clear()
+        self._close_later(sessions)
+        for judge in judges:
+            judge.close()
 
 
 EPISODES = _Episodes()
@@ -119,6 +250,26 @@ EPISODES = _Episodes()
 
 def _pool_key(env_id: str, env_kwargs: dict[str, Any]) -> str:
     return json.dumps([env_id, env_kwargs], sort_keys=True, default=str)
+
+
+def _shared_judge(env_id: str, env_kwargs: dict[str, Any]) -> Any:
+    """The judge every episode of these settings shares, as the env would make it (a ``LazyJudge``, or an
+    ``ExecutorJudge`` on the process's executor); ``None`` when the settings name a judge object."""
+    import dataclasses
+
+    import gymnasium as gym
+
+    from cuda_gym.envs.base import LazyJudge, make_judge
+    from cuda_gym.envs.config import KernelEnvConfig
+
+    fields = {f.name for f in dataclasses.fields(KernelEnvConfig)}
+    settings = {**gym.spec(env_id).kwargs, **env_kwargs}
+    judge, owned = make_judge(KernelEnvConfig.build({k: v for k, v in settings.items() if k in fields}))
+    if not owned:
+        return None
+    if isinstance(judge, LazyJudge):
+        _ = judge.judge  # built now, under the lock, so that threads share one (it starts no process yet)
+    return judge
 
 
 def _task_from_tools_kwargs(tools_kwargs: Any) -> str | None:
@@ -132,8 +283,11 @@ def _task_from_tools_kwargs(tools_kwargs: Any) -> str | None:
 class CudaGymTool(BaseTool):
     """One env tool as a verl ``BaseTool``; the subclasses below are one per tool (``tool`` names it).
 
-    ``config`` (the YAML entry's ``config``): ``env_id`` (default ``CudaKernel-Builtin-v0``) and
-    ``env_kwargs`` (settings for ``gym.make``: ``KernelEnvConfig`` fields, the judge's executor...).
+    ``config`` (the YAML entry's ``config``): ``env_id`` (default ``CudaKernel-Builtin-v0``),
+    ``env_kwargs`` (settings for ``gym.make``: ``KernelEnvConfig`` fields, the judge's executor...) and,
+    optionally, ``max_open_episodes`` and ``idle_timeout_s`` (:data:`MAX_OPEN_EPISODES`,
+    :data:`IDLE_TIMEOUT_S`: how many trajectory episodes the process keeps open, and for how long without
+    a call).
 
     * ``create(instance_id, task_id=...)`` (or ``create_kwargs={"task_id": ...}``, what verl passes from
       the row's ``extra_info.tools_kwargs``) registers the instance; its episode (a workspace of its
@@ -155,6 +309,7 @@ class CudaGymTool(BaseTool):
         super().__init__(config, tool_schema)
         self.env_id = str(config.get("env_id") or DEFAULT_ENV_ID)
         self.env_kwargs = dict(config.get("env_kwargs") or {})
+        EPISODES.configure(config.get("max_open_episodes"), config.get("idle_timeout_s"))
 
     def get_openai_tool_schema(self) -> OpenAIFunctionToolSchema:
         """The tool's schema (from ``cuda_gym.tools.TOOLS``)."""
@@ -172,26 +327,38 @@ class CudaGymTool(BaseTool):
                       ) -> tuple[ToolResponse, float, dict[str, Any]]:
         """Run the call on the instance's episode: (the tool's text, 0.0, flat metrics)."""
         agent_data = kwargs.get("agent_data")
-        session = await asyncio.to_thread(EPISODES.session, instance_id, agent_data, self.env_id, self.env_kwargs)
+        try:
+            key, session = await asyncio.to_thread(EPISODES.session, instance_id, agent_data, self.env_id,
+                                                   self.env_kwargs)
+        except EpisodeOverError as exc:
+            return ToolResponse(text=f"Error: {exc}"), 0.0, {"tool_ok": False}
         try:
             step: ToolStep = await asyncio.to_thread(session.call, self.tool, parameters)
         except EpisodeOverError as exc:
             return ToolResponse(text=f"Error: {exc}"), 0.0, {"tool_ok": False}
+        finally:
+            EPISODES.done(key)
         metrics = {k: v for k, v in step.info.items() if isinstance(v, (bool, int, float, str))}
         if step.done:
             if agent_data is not None and hasattr(agent_data, "extra_fields"):
                 agent_data.extra_fields[REWARD_KEY] = step.reward
                 agent_data.extra_fields[MILESTONE_KEY] = session.milestone
-            key = EPISODES.key_of(instance_id)
-            if key is not None and key.startswith("trajectory:"):
+            if not key.startswith("instance:"):
                 EPISODES.retire(key)
         return ToolResponse(text=step.text), 0.0, metrics
 
     async def calc_reward(self, instance_id: str, **kwargs: Any) -> float:
-        """The terminal reward of the instance's episode (judged now if it was not yet)."""
-        session = await asyncio.to_thread(EPISODES.session, instance_id, kwargs.get("agent_data"),
-                                          self.env_id, self.env_kwargs)
-        step = await asyncio.to_thread(session.finish)
+        """The terminal reward of the instance's episode (judged now if it was not yet; an episode closed
+        unjudged scores :data:`UNJUDGED_REWARD`)."""
+        try:
+            key, session = await asyncio.to_thread(EPISODES.session, instance_id, kwargs.get("agent_data"),
+                                                   self.env_id, self.env_kwargs)
+        except EpisodeEnded as ended:
+            return float(ended.reward) if ended.reward is not None else UNJUDGED_REWARD
+        try:
+            step = await asyncio.to_thread(session.finish)
+        finally:
+            EPISODES.done(key)
         return float(step.reward)
 
     async def release(self, instance_id: str, **kwargs: Any) -> None:
@@ -230,25 +397,30 @@ TOOL_CLASSES: dict[str, type[CudaGymTool]] = {name: _CLASSES[name] for name in T
 """The tool class of each env tool, in the env's order (a KeyError here: a new env tool needs its class)."""
 
 
-def tool_config(env_id: str = DEFAULT_ENV_ID, tools: Sequence[str] | None = None, **env_kwargs: Any) -> dict[str, Any]:
+def tool_config(env_id: str = DEFAULT_ENV_ID, tools: Sequence[str] | None = None, *,
+                max_open_episodes: int = MAX_OPEN_EPISODES, idle_timeout_s: float = IDLE_TIMEOUT_S,
+                **env_kwargs: Any) -> dict[str, Any]:
     """verl's tool config (``actor_rollout_ref.rollout.multi_turn.tool_config_path``) as a dict: one
-    entry per tool (``class_name``, ``config: {type: native, env_id, env_kwargs}``, ``tool_schema``)."""
+    entry per tool (``class_name``, ``config: {type: native, env_id, env_kwargs, max_open_episodes,
+    idle_timeout_s}``, ``tool_schema``)."""
     names = list(tools) if tools is not None else list(TOOLS)
     for name in names:
         check_tool(name)
+    config = {"type": "native", "env_id": env_id, "env_kwargs": dict(env_kwargs),
+              "max_open_episodes": int(max_open_episodes), "idle_timeout_s": float(idle_timeout_s)}
     return {"tools": [
-        {"class_name": f"{__name__}.{TOOL_CLASSES[name].__name__}",
-         "config": {"type": "native", "env_id": env_id, "env_kwargs": dict(env_kwargs)},
+        {"class_name": f"{__name__}.{TOOL_CLASSES[name].__name__}", "config": dict(config),
          "tool_schema": _schema(name)}
         for name in names]}
 
 
 def write_tool_config(path: str | Path, env_id: str = DEFAULT_ENV_ID, tools: Sequence[str] | None = None,
-                      **env_kwargs: Any) -> Path:
-    """Write :func:`tool_config` as YAML to ``path`` (what ``tool_config_path`` names); returns the path."""
+                      **settings: Any) -> Path:
+    """Write :func:`tool_config` as YAML to ``path`` (what ``tool_config_path`` names); returns the path.
+    ``settings``: :func:`tool_config`'s keywords (``max_open_episodes``, ``idle_timeout_s``, env settings)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(OmegaConf.create(tool_config(env_id, tools, **env_kwargs)), path)
+    OmegaConf.save(OmegaConf.create(tool_config(env_id, tools, **settings)), path)
     return path
 
 
