@@ -159,3 +159,23 @@ def test_millions_of_empty_files_are_stopped_and_refused(tmp_path: Path) -> None
     finally:
         env.close()
     assert not root.exists()
+
+
+@pytest.mark.parametrize("last", [call("submit"), call("glob", pattern="*")], ids=["submit", "turn-limit"])
+def test_a_failing_judge_raises_judge_error_on_submit_and_at_the_turn_limit(tmp_path: Path, last: str) -> None:
+    """Not the agent's doing (a judge cache folder that cannot be made): JudgeError at both final judgements
+    (the turn-limit one raised the judge's own exception before)."""
+    import gymnasium as gym
+
+    from cuda_gym.errors import JudgeError
+    from env_helpers import CPU_ID
+
+    env = gym.make(CPU_ID, task_ids=[TASK_ID], max_turns=2, workspace_dir=tmp_path,
+                   judge={"cache_dir": "/proc/cuda_gym_no_such_folder"})
+    try:
+        env.reset()
+        env.step(call("bash", command="true"))
+        with pytest.raises(JudgeError, match="infrastructure failure, not the agent's"):
+            env.step(last)
+    finally:
+        env.close()
