@@ -24,6 +24,7 @@ from typing import Any, Literal
 from cuda_gym.errors import JudgeError
 from cuda_gym.judge.baselines import BaselineCache
 from cuda_gym.judge.config import TIMING_METHOD, JudgeConfig
+from cuda_gym.judge.frozen import FrozenSubmission, freeze
 from cuda_gym.judge.judgements import JudgementCache, tree_hash
 from cuda_gym.judge.messages import (
     BaselineReport,
@@ -59,7 +60,12 @@ class _Sub:
     flavour: str
     source_hash: str
     workspace: Any = None
+    """The agent's live workspace (its protected files are checked for tampering)."""
     solution_path: Path | None = None
+    frozen: FrozenSubmission | None = None
+    """A workspace's frozen copy (``static_path`` is its root): what the rules, the build and the server read."""
+    tampered: tuple[str, ...] = ()
+    """A workspace's protected files found changed when it was frozen (``Workspace.tampered``)."""
 
 
 @dataclass
@@ -297,7 +303,7 @@ class Judge:
                     raise JudgeError(f"solution file {path} does not exist: pass the path of a file defining ModelNew")
                 source = path.read_text(errors="replace")
             else:
-                source = str(solution)
+                source = str(solution).encode("utf-8", "replace").decode()  # lone surrogates cannot be written
             target = job_dir / "solution.py"
             target.write_text(source)
             digest = hashlib.sha256(source.encode()).hexdigest()
@@ -306,8 +312,14 @@ class Judge:
             from cuda_gym.workspace import Workspace
 
             workspace = Workspace.open(Path(workspace), task, flavour)
-        root = Path(workspace.root)
-        return _Sub("workspace", root, getattr(workspace, "flavour", flavour), tree_hash(root), workspace=workspace)
+        tampered = tuple(workspace.tampered())
+        frozen = freeze(workspace, job_dir / "submission")
+        # What the copy leaves out but the verdict reports (a link, an unreadable file, a tampered protected
+        # file) is part of the key: two workspaces with one copy but different findings share no verdict.
+        findings = sorted(f"{v.rule}\0{v.file}\0{v.message}" for v in frozen.found) + [f"tampered\0{r}" for r in tampered]
+        digest = hashlib.sha256("\0\0".join([tree_hash(frozen.root), *findings]).encode()).hexdigest()
+        return _Sub("workspace", frozen.root, workspace.flavour, digest, workspace=workspace, frozen=frozen,
+                    tampered=tampered)
 
     def _build_stage(self, job: PreparedJob) -> bool:
         """Static rules, tamper check and build into ``job``; ``False`` when the build failed (verdict known)."""
@@ -315,7 +327,7 @@ class Judge:
         if self.config.static_rules:
             result.violations.extend(self._static_checks(sub))
         if sub.kind == "workspace":
-            for rel in sub.workspace.tampered():
+            for rel in sub.tampered:
                 result.violations.append(
                     Violation(
                         "infra-tamper",
@@ -358,7 +370,8 @@ class Judge:
 
     def _static_checks(self, sub: _Sub) -> list[Violation]:
         try:
-            return list(check_submission(sub.static_path, sub.flavour))
+            found = list(sub.frozen.found) if sub.frozen is not None else []
+            return found + list(check_submission(sub.static_path, sub.flavour))
         except Exception as exc:  # noqa: BLE001 - a checker crash must not pass a submission silently
             log.exception("static checks crashed")
             raise JudgeError(f"the static checker failed on this submission: {exc}") from exc
@@ -367,7 +380,8 @@ class Judge:
         from cuda_gym.build import build_workspace
 
         # The sources are the agent's: compiled in a sandbox like the compile tool's (no host files in the log).
-        built = build_workspace(sub.workspace, self.config.build, sandbox=Sandbox(writable=[]))
+        assert sub.frozen is not None
+        built = build_workspace(sub.frozen.workspace, self.config.build, sandbox=Sandbox(writable=[]))
         if not built.ok:
             result.compiled = False
             result.compile_log = clean_output(built.log or "the build failed without output", self.config.output_limit)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -20,10 +21,11 @@ MAX_HASHED_FILE = 64 * 2**20
 
 
 def tree_hash(root: Path) -> str:
-    """A content hash of every file under ``root``: links and special files by their kind, never followed."""
+    """A content hash of every file under ``root`` (``__pycache__`` too): links and special files by their kind,
+    never followed; names by their bytes (a name that is not UTF-8 hashes like any other)."""
     h = hashlib.sha256()
-    for entry in walk(root):
-        h.update(entry.rel.encode() + b"\0" + entry.kind.encode() + b"\0")
+    for entry in walk(root, skip_dirs=frozenset()):
+        h.update(os.fsencode(entry.rel) + b"\0" + entry.kind.encode() + b"\0")
         if entry.kind != "file":
             continue
         try:
