@@ -28,6 +28,12 @@ class SolutionFormatError(ToolError):
     """A single-turn answer holds no solution in either form; the message shows the expected format."""
 
 
+class WorkspaceRefusedError(ToolError):
+    """The judge tools will not build or judge the workspace: it holds more entries than the tools'
+    ``workspace_entries`` budget, or a file name that is not UTF-8. compile, verify and profile answer it
+    as an ``Error:`` observation; submit (and the env's turn-limit judgement) as a failed judgement, -1."""
+
+
 class SandboxError(CudaGymError):
     """The sandbox could not be set up or a sandboxed command could not be started."""
 
@@ -63,3 +69,18 @@ class CandidateError(Exception):
 
 class EpisodeOverError(CudaGymError, RuntimeError):
     """``step`` was called after the episode terminated or was truncated: call ``reset()`` first."""
+
+
+class EpisodeEndedError(EpisodeOverError):
+    """An adapter closed the trajectory's episode (finished, idle past its timeout, or evicted); a later
+    call of that trajectory gets this, not a fresh episode.
+
+    Attributes:
+        reason: why, as a sentence.
+        reward: the terminal reward when it was judged, else ``None``.
+    """
+
+    def __init__(self, reason: str, reward: float | None = None) -> None:
+        super().__init__(f"this trajectory's episode is over ({reason}); start a new trajectory")
+        self.reason = reason
+        self.reward = reward

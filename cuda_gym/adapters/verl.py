@@ -19,7 +19,7 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from cuda_gym.adapters.session import DEFAULT_ENV_ID, EnvSession, ToolStep, check_tool
-from cuda_gym.errors import EpisodeOverError
+from cuda_gym.errors import EpisodeEndedError, EpisodeOverError
 from cuda_gym.tools import TOOLS, tool_schemas
 
 logger = logging.getLogger(__name__)
@@ -42,20 +42,6 @@ IDLE_TIMEOUT_S = 1800.0
 trajectory (response length, its own turn budget) without telling its tools."""
 _ENDED_KEPT = 10_000
 """Ended trajectory episodes remembered (why, and the reward), so that a late call is answered, not restarted."""
-
-
-class EpisodeEnded(EpisodeOverError):
-    """The trajectory's episode was closed: finished, idle past the timeout, or evicted.
-
-    Attributes:
-        reason: why, as a sentence.
-        reward: the terminal reward when it was judged, else ``None``.
-    """
-
-    def __init__(self, reason: str, reward: float | None) -> None:
-        super().__init__(f"this trajectory's episode is over ({reason}); start a new trajectory")
-        self.reason = reason
-        self.reward = reward
 
 
 @dataclass
@@ -92,7 +78,7 @@ class _Episodes:
         self.keys: dict[str, str] = {}
         """Instance id -> the episode key it plays in."""
         self.open: OrderedDict[str, _Episode] = OrderedDict()
-        self.ended: OrderedDict[str, EpisodeEnded] = OrderedDict()
+        self.ended: OrderedDict[str, EpisodeEndedError] = OrderedDict()
         """Trajectory keys of closed episodes -> why (bounded by ``_ENDED_KEPT``)."""
         self.judges: dict[str, Any] = {}
         """The shared judge of each env setting (``None``: the settings bring their own)."""
@@ -123,7 +109,8 @@ class _Episodes:
     def session(self, instance_id: str, agent_data: Any, env_id: str, env_kwargs: dict[str, Any]
                 ) -> tuple[str, EnvSession]:
         """The episode key and session of ``instance_id`` (or of ``agent_data``'s trajectory), started on
-        first use and marked busy until :meth:`done`. Raises :class:`EpisodeEnded` for a closed trajectory."""
+        first use and marked busy until :meth:`done`. Raises :class:`~cuda_gym.errors.EpisodeEndedError`
+        for a closed trajectory."""
         now = time.monotonic()
         with self.lock:
             task_id = self.tasks.get(instance_id)
@@ -189,7 +176,7 @@ class _Episodes:
         """Forget the open episode ``key`` (lock held); a trajectory's is remembered as ended. Its session, to close."""
         episode = self.open.pop(key)
         if key.startswith("trajectory:"):
-            self.ended[key] = EpisodeEnded(reason, episode.session.reward)
+            self.ended[key] = EpisodeEndedError(reason, episode.session.reward)
             while len(self.ended) > _ENDED_KEPT:
                 self.ended.popitem(last=False)
         return episode.session
@@ -353,7 +340,7 @@ class CudaGymTool(BaseTool):
         try:
             key, session = await asyncio.to_thread(EPISODES.session, instance_id, kwargs.get("agent_data"),
                                                    self.env_id, self.env_kwargs)
-        except EpisodeEnded as ended:
+        except EpisodeEndedError as ended:
             return float(ended.reward) if ended.reward is not None else UNJUDGED_REWARD
         try:
             step = await asyncio.to_thread(session.finish)

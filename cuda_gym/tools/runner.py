@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from cuda_gym.errors import CudaGymError, ToolError
+from cuda_gym.errors import CudaGymError, ToolError, WorkspaceRefusedError
 from cuda_gym.judge.result import JudgeResult
 from cuda_gym.reward import TerminalReward
 from cuda_gym.text import clean_output, to_printable
@@ -27,14 +27,6 @@ _FOOTER_ROOM = 160
 _RENDER: dict[str, Callable[[JudgeResult, TerminalReward | None], str]] = {
     "verify": render_verify, "profile": render_profile, "submit": render_submit}
 """The observation text of each judge tool."""
-
-
-class WorkspaceRefused(ToolError):
-    """The workspace is not one the tools build or judge: too many entries, or a name that is not UTF-8.
-
-    compile, verify and profile answer it as an ``Error:`` observation; submit (and the env's final
-    judgement at its turn limit) as a failed judgement, reward -1, without calling the judge.
-    """
 
 
 class JudgeBackend(Protocol):
@@ -216,7 +208,7 @@ class ToolRunner:
         """(path, size, mtime) of every file under the root but ``__pycache__``: any change means a rebuild
         is due. One walk, links never followed, bounded by the ``workspace_entries`` budget.
 
-        Raises :class:`WorkspaceRefused` past that budget (files, folders and links, ``__pycache__``
+        Raises :class:`WorkspaceRefusedError` past that budget (files, folders and links, ``__pycache__``
         included) or at a name that is not valid UTF-8 (the tools, the build and the judge name files
         as text); nothing is built or judged then.
         """
@@ -233,7 +225,7 @@ class ToolRunner:
                     for entry in it:  # counted as they come: a folder of millions is never listed whole
                         count += 1
                         if count > limit:
-                            raise WorkspaceRefused(
+                            raise WorkspaceRefusedError(
                                 f"the workspace holds more than {limit} files, folders and links; nothing was "
                                 "built or judged. Delete what you do not need (bash: rm -r DIR) and call the tool again")
                         entries.append(entry)
@@ -275,7 +267,7 @@ class ToolRunner:
     def _judge(self, mode: str) -> ToolOutcome:
         try:
             state = self._sources_state()
-        except WorkspaceRefused as exc:
+        except WorkspaceRefusedError as exc:
             if mode != "submit":
                 raise
             # The agent's doing, so the agent's -1 (never a JudgeError): the final judgement of a workspace
@@ -300,12 +292,12 @@ class ToolRunner:
 
 
 def _check_name(rel: str) -> None:
-    """Raise :class:`WorkspaceRefused` when ``rel`` (as ``os.scandir`` decodes it) is not valid UTF-8."""
+    """Raise :class:`WorkspaceRefusedError` when ``rel`` (as ``os.scandir`` decodes it) is not valid UTF-8."""
     try:
         rel.encode("utf-8")
     except UnicodeEncodeError:  # undecodable bytes come back from os.scandir as lone surrogates
         shown = repr(os.fsencode(rel))[2:-1]
-        raise WorkspaceRefused(
+        raise WorkspaceRefusedError(
             f"the file name {shown} is not valid UTF-8 (its undecodable bytes shown as \\xNN); the tools, the build "
             f"and the judge take UTF-8 names only, so nothing was built or judged. Rename or delete it "
             f"(bash: rm -r ./$'{shown}')") from None
