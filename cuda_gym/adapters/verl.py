@@ -249,6 +249,8 @@ def _shared_judge(env_id: str, env_kwargs: dict[str, Any]) -> Any:
     from cuda_gym.envs.base import LazyJudge, make_judge
     from cuda_gym.envs.config import KernelEnvConfig
 
+    if env_id not in gym.registry:
+        return None  # EnvSession says which ids there are
     fields = {f.name for f in dataclasses.fields(KernelEnvConfig)}
     settings = {**gym.spec(env_id).kwargs, **env_kwargs}
     judge, owned = make_judge(KernelEnvConfig.build({k: v for k, v in settings.items() if k in fields}))
