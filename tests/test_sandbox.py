@@ -97,11 +97,11 @@ def test_runtime_paths_under_tmp_stay_visible(iso_mode: str, box: Path, monkeypa
     from cuda_gym import sandbox as sandbox_module
 
     lib = Path(tempfile.mkdtemp(dir="/tmp", prefix="cuda_gym_runtime_"))
-    (lib / "marker.txt").write_text("visible\n")
-    monkeypatch.setenv("LD_LIBRARY_PATH", str(lib))  # one of the runtime paths the sandbox binds
+    (lib / "libmarker.so").write_text("visible\n")  # a library folder: one of the runtime paths the sandbox binds
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(lib))
     sandbox_module._runtime_paths.cache_clear()
     try:
-        res = Sandbox([box], mode=iso_mode).run(["cat", str(lib / "marker.txt")], cwd=box, limits=Limits(wall_s=30))
+        res = Sandbox([box], mode=iso_mode).run(["cat", str(lib / "libmarker.so")], cwd=box, limits=Limits(wall_s=30))
     finally:
         sandbox_module._runtime_paths.cache_clear()
         shutil.rmtree(lib)
