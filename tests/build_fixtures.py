@@ -1,8 +1,9 @@
 """Reusable build fixtures: small real kernels and session-scoped compiled workspaces.
 
-Import the fixtures you need into a test module (``from build_fixtures import build_config,
-cuda_add_build  # noqa: F401``); they share one build cache per test session, so each extension
-compiles once however many modules use it.
+``tests/conftest.py`` registers the fixtures once for every test module (import only the plain
+helpers into a module: importing a fixture there would make that module its own copy, with its own
+build cache); they share one build cache per test session, so each extension compiles once however
+many modules use it.
 """
 
 from __future__ import annotations

@@ -53,6 +53,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+# The build fixtures are defined here once: a module importing them would get its own copies of the
+# session fixtures (its own build cache), and every extension would compile once per module.
+from build_fixtures import build_cache, build_config, cpu_add_build, cuda_add_build  # noqa: E402,F401
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The data root holding ``kernelbench/`` and ``ops6k/`` (``CUDA_GYM_DATA_DIR`` or ../shared/datasets)."""

@@ -12,15 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from build_fixtures import (  # noqa: F401 - fixtures
-    BuiltWorkspace,
-    add_task,
-    build_cache,
-    build_config,
-    cpu_add_build,
-    cuda_add_build,
-    write_add_kernels,
-)
+from build_fixtures import BuiltWorkspace, add_task, write_add_kernels
 from cuda_gym.build import BuildConfig, build_workspace, cache_root, find_cuda_home, load_extension, summarize_log
 from cuda_gym.build.toolchain import _fast_linker, _parse_arch
 from cuda_gym.errors import BuildError

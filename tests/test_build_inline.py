@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from build_fixtures import build_cache, build_config  # noqa: F401 - fixtures
 from cuda_gym.build import BuildConfig
 from cuda_gym.build.inline import InlineCall, install_prebuilt, prepare, record_calls
 

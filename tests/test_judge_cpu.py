@@ -279,7 +279,7 @@ def test_evaluate_argument_errors(judge: Judge, task, tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------- workspaces (real builds)
 
-from build_fixtures import add_task, build_cache, build_config, cpu_add_build, write_add_kernels  # noqa: E402,F401
+from build_fixtures import add_task, write_add_kernels  # noqa: E402
 
 
 def test_workspace_passes_then_tampering_and_compile_errors_are_reported(

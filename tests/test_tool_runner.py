@@ -8,14 +8,7 @@ from typing import Any
 
 import pytest
 
-from build_fixtures import (  # noqa: F401  (session fixtures shared with the build tests)
-    BuiltWorkspace,
-    add_task,
-    build_cache,
-    build_config,
-    cpu_add_build,
-    write_add_kernels,
-)
+from build_fixtures import BuiltWorkspace, add_task, write_add_kernels
 from cuda_gym.build import BuildConfig
 from cuda_gym.errors import ToolError
 from cuda_gym.judge.result import JudgeResult, KernelStat, Timing, TrialResult, Violation
