@@ -16,11 +16,11 @@ GPU work took (busy GPU between calls). What the server says is advisory.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import logging
 import math
 import os
-import random
 import secrets
 import statistics
 import sys
@@ -43,6 +43,9 @@ from cuda_gym.judge.transport import (
     PeerSegments,
     Probe,
     RemoteMemory,
+    check_output_ref,
+    close_fds,
+    dtype_of,
     from_value,
     reset_persisting_l2,
     tensor_leaves,
@@ -66,6 +69,10 @@ CALIBRATION_WARMUP_S = 0.3
 specialisation, CPU and GPU clocks leaving idle): a freshly started server's first trips are slower than
 the same path in the hot loop of timed calls, by 0.1-0.15 ms on the H200, which is more than a short
 kernel takes."""
+OUTPUT_LIMIT_FACTOR = 4
+OUTPUT_LIMIT_SLACK = 64 * 2**20
+"""The outputs of one answer may take at most ``OUTPUT_LIMIT_FACTOR`` times the reference's outputs (the
+calibration template; held-out shapes differ) plus this many bytes; a larger answer is refused unread."""
 PIN_ENV = "CUDA_GYM_PIN_CPUS"
 """``0`` turns off pinning the driver's and the server's main threads to two CPUs of their own (GPU only)."""
 HELLO_TIMEOUT_S = 300.0
@@ -147,7 +154,6 @@ class ServerSession:
         self.dead = ""
         self.seq = 0
         self.flusher = harness.L2Flusher(spec.device)
-        self.rng = random.Random(secrets.randbits(64))
         self.idle_cpu_s = 0.0
         self.idle_wall_s = 0.0
         self._idle_mark: tuple[float, float] | None = None
@@ -159,6 +165,8 @@ class ServerSession:
         """The driver thread's and the server's main thread's CPU sets outside windows."""
         self._pinned_buffers: dict[int, torch.Tensor] = {}
         self.output_leaves = 1
+        self.output_limit = OUTPUT_LIMIT_SLACK
+        """Bytes all outputs of one answer may take (from the calibration template: ``check_output_ref``)."""
         """Tensors in the task's output (from the calibration template): how many samples to draw ahead."""
         self.noop_parts: list[tuple[float, ...]] = []
         """``parts_ms`` of the calibration round trips (diagnostics)."""
@@ -214,6 +222,8 @@ class ServerSession:
             ),
         )
         self.output_leaves = len(tensor_leaves(outputs))
+        template_bytes = sum(math.prod(r.shape) * dtype_of(r.dtype).itemsize for r in tensor_leaves(outputs))
+        self.output_limit = OUTPUT_LIMIT_FACTOR * template_bytes + OUTPUT_LIMIT_SLACK
         self.channel.send(Calibrate(outputs=outputs, device=self.spec.device), fds)
         answer = self._expect_loaded(self.spec.load_timeout_s)
         if answer.error:
@@ -318,6 +328,7 @@ class ServerSession:
         if pin:
             self._window_affinity(True)
         t0 = time.perf_counter()
+        rfds: list[int] = []
         try:
             self.channel.send(payload, fds)
             reply, rfds = self.channel.recv(Reply, timeout_s, self._alive)
@@ -330,23 +341,29 @@ class ServerSession:
             if reply.outputs is None:
                 raise ProtocolError("an answer without outputs and without an error")
             if self.peer is not None:
-                self.peer.attach(reply.segments, rfds)
+                attaching, rfds = rfds, []
+                self.peer.attach(reply.segments, attaching)  # closes them
             elif rfds:
-                for fd in rfds:
-                    os.close(fd)
+                raise ProtocolError("file descriptors sent with an answer on the CPU")
             t_mapped = time.perf_counter()
             leaves = tensor_leaves(reply.outputs)
+            remaining = self.output_limit
+            for ref in leaves:
+                remaining -= check_output_ref(ref, remaining)
             samples = [self._sample(ref, draws[i] if i < len(draws) else None) for i, ref in enumerate(leaves)]
             t1 = time.perf_counter()
         except PeerGone as exc:
             reason = "the call did not finish within its time bound" if "no answer" in str(exc) else str(exc)
             self._die(reason, timeout="no answer" in str(exc))
             return CallResult(error=self.dead, busy=busy)
-        except (ProtocolError, OSError, RuntimeError) as exc:
-            # A forged or impossible answer (bad references, unreadable memory) is the candidate's failure.
+        except Exception as exc:  # noqa: BLE001 - whatever the answer makes fail here is the answer's fault
+            # A forged or impossible answer (bad references, unreadable memory, a type the driver cannot
+            # read) is the candidate's failure, never the judge's: native code writes every byte of it.
+            log.debug("unreadable answer", exc_info=True)
             self._open_idle()
-            return CallResult(error=f"the server's answer could not be read: {exc}", busy=busy)
+            return CallResult(error=f"the server's answer could not be read: {type(exc).__name__}: {exc}", busy=busy)
         finally:  # after t1: the window is closed
+            close_fds(rfds)
             if pin:
                 self._window_affinity(False)
         result = CallResult(
@@ -361,11 +378,13 @@ class ServerSession:
         if keep:
             try:
                 result.outputs = from_value(reply.outputs, self._copy_out)
-            except (ProtocolError, OSError, RuntimeError) as exc:
-                result.error = f"the outputs could not be read: {exc}"
+                result.early = self._early(result.outputs, samples)
+            except Exception as exc:  # noqa: BLE001 - as above: the answer's fault
+                log.debug("unreadable outputs", exc_info=True)
+                result.outputs = None
+                result.error = f"the outputs could not be read: {type(exc).__name__}: {exc}"
                 self._open_idle()
                 return result
-            result.early = self._early(result.outputs, samples)
         self._open_idle()
         return result
 
@@ -390,12 +409,14 @@ class ServerSession:
         return kids
 
     def helper_cpu_s(self) -> float:
-        """CPU seconds used so far by the server's threads other than its main thread."""
+        """CPU seconds used so far by the server's threads: on a GPU those other than its main thread (which
+        spins on the channel between calls), on the CPU all of them (its main thread sleeps in ``recv``
+        between calls: one that computes there is working outside the window like any helper)."""
         total = 0
         tick = os.sysconf("SC_CLK_TCK")
         try:
             for tid in os.listdir(f"/proc/{self.host_pid}/task"):
-                if int(tid) == self.host_pid:
+                if self.cuda and int(tid) == self.host_pid:
                     continue
                 try:
                     fields = Path(f"/proc/{self.host_pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -527,8 +548,8 @@ class ServerSession:
         sees the driver's memory. GPU: a phase and a pitch jitter per output; CPU: element positions."""
         leaves = max(self.output_leaves, 1)
         if self.cuda:
-            return [(self.rng.getrandbits(62), self.rng.getrandbits(62)) for _ in range(leaves)]
-        return [[self.rng.getrandbits(62) for _ in range(SAMPLE_POSITIONS)] for _ in range(leaves)]
+            return [tuple(secret_numbers(2)) for _ in range(leaves)]
+        return [secret_numbers(SAMPLE_POSITIONS) for _ in range(leaves)]
 
     def _sample(self, ref: TensorRef, draw: Any = None) -> tuple[Any, torch.Tensor]:
         """A secret sample of an output read by the driver at the end of the window: on a GPU a ``Probe`` of
@@ -540,12 +561,12 @@ class ServerSession:
         if numel == 0:
             return [], torch.empty(0)
         if self.peer is not None:
-            phase, jitter = draw if draw is not None else (self.rng.getrandbits(62), self.rng.getrandbits(62))
+            phase, jitter = draw if draw is not None else secret_numbers(2)
             probe = self.peer.probe(ref, phase, jitter)
             return probe, self.peer.read(probe, self._pinned(probe.nbytes, 0)).clone()
         k = min(SAMPLE_POSITIONS, numel)
         assert self.remote is not None
-        numbers = draw if draw is not None else [self.rng.getrandbits(62) for _ in range(k)]
+        numbers = draw if draw is not None else secret_numbers(k)
         host_positions = [x % numel for x in numbers[:k]]
         return host_positions, self.remote.gather(ref, host_positions)
 
@@ -586,6 +607,14 @@ class ServerSession:
     def _open_idle(self) -> None:
         if not self.dead:
             self._idle_mark = (time.perf_counter(), self.helper_cpu_s())
+
+
+def secret_numbers(n: int) -> list[int]:
+    """``n`` 62-bit numbers from the operating system's CSPRNG (one read): sample positions and phases.
+
+    No generator state lives in the driver that a server could reconstruct from the positions it sees
+    read (a Mersenne Twister's is recovered from 624 outputs)."""
+    return [x >> 2 for x in array.array("Q", secrets.token_bytes(8 * n))]
 
 
 def timing_cpus(lane: int) -> tuple[int, int] | None:

@@ -19,15 +19,17 @@ from __future__ import annotations
 import array
 import ctypes
 import ctypes.util
+import fcntl
 import hashlib
 import logging
+import math
 import mmap
 import os
 import socket
 import struct
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,15 @@ SCALAR_KINDS = {bool: "bool", int: "int", float: "float", str: "str", complex: "
 
 
 # ---------------------------------------------------------------------- channel
+
+
+def close_fds(fds: Iterable[int]) -> None:
+    """Close every descriptor of ``fds`` (already closed ones are skipped)."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 class Channel:
@@ -116,17 +127,21 @@ class Channel:
                         raise PeerGone("the peer process ended") from None
             except OSError as exc:
                 raise PeerGone(f"the channel failed ({exc})") from None
-        if not data:
-            raise PeerGone("the peer closed the channel")
-        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
-            raise ProtocolError("a message or its file descriptors were truncated")
         fds: list[int] = []
         for level, kind, payload in anc:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 fds.extend(array.array("i", payload[: len(payload) - len(payload) % 4]))
             elif level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= 12:
                 self.peer_pid = struct.unpack("iII", payload[:12])[0]
-        return decode(data, expected), fds
+        try:  # the descriptors are ours now: a message that is refused must not keep them open
+            if not data:
+                raise PeerGone("the peer closed the channel")
+            if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+                raise ProtocolError("a message or its file descriptors were truncated")
+            return decode(data, expected), fds
+        except BaseException:
+            close_fds(fds)
+            raise
 
     def close(self) -> None:
         """Close the socket."""
@@ -139,12 +154,43 @@ class Channel:
 # ---------------------------------------------------------------------- values
 
 
+_PLAIN_INTEGERS = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                             torch.uint16, torch.uint32, torch.uint64})
+
+
 def dtype_of(name: str) -> torch.dtype:
-    """The torch dtype named ``name`` (``float32``); ``ProtocolError`` for anything else."""
+    """The torch dtype named ``name`` (``float32``); ``ProtocolError`` for anything else.
+
+    Only plain element types travel: floating (float8 to float64), complex, integers and bool. Quantized,
+    bit-packed and sub-byte types are refused: the driver cannot read their bytes safely (a ``qint8``
+    ``frombuffer`` crashes the process), and no task's reference returns one.
+    """
     dt = getattr(torch, name, None)
     if not isinstance(dt, torch.dtype):
         raise ProtocolError(f"unknown dtype {name!r}")
+    if not (dt.is_floating_point or dt.is_complex or dt in _PLAIN_INTEGERS):
+        raise ProtocolError(f"dtype {name!r} cannot be passed (floating, complex, integer and bool tensors only)")
     return dt
+
+
+def check_output_ref(ref: TensorRef, limit_bytes: int) -> int:
+    """The bytes of the output ``ref`` describes, after checking that reading it stays bounded.
+
+    ``ProtocolError`` when its elements take more than ``limit_bytes`` or the memory its strides span
+    exceeds eight times its elements' bytes (plus 1 MiB): a slice of a padded buffer is fine; a
+    stride that spans a terabyte, or a shape the driver would have to materialise beyond the task's
+    outputs, is the server's failure before anything is read.
+    """
+    size = dtype_of(ref.dtype).itemsize
+    if any(d < 0 for d in ref.shape):
+        raise ProtocolError(f"an output with a negative dimension {ref.shape}")
+    nbytes = math.prod(ref.shape) * size
+    if nbytes > limit_bytes:
+        raise ProtocolError(f"an output of {nbytes} bytes, more than the {limit_bytes} bytes this task's outputs may take")
+    _, span = span_bytes(ref)
+    if span > 8 * nbytes + 2**20:
+        raise ProtocolError(f"an output whose strides span {span} bytes for {nbytes} bytes of elements")
+    return nbytes
 
 
 def to_value(obj: Any, tensor_ref: Callable[[torch.Tensor], TensorRef]) -> Value:
@@ -243,9 +289,15 @@ class HostArena:
 
     def __init__(self, size: int, fd: int | None = None) -> None:
         self.size = max(int(size), mmap.PAGESIZE)
+        fd_given = fd
         if fd is None:
-            fd = os.memfd_create("cuda_gym_inputs", os.MFD_CLOEXEC)
+            fd = os.memfd_create("cuda_gym_inputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             os.ftruncate(fd, self.size)
+            # Sealed before the server gets it: a server that shrank it would make the driver's next
+            # input copy fault (SIGBUS) in the trusted process.
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+        self.owned = fd_given is None
+        """Whether the arena made its fd (the driver's): then :meth:`close` closes it too."""
         self.fd = fd
         self.map = mmap.mmap(fd, self.size)
         self.flat = torch.frombuffer(self.map, dtype=torch.uint8)
@@ -282,12 +334,18 @@ class HostArena:
         return view(self.flat[ref.base :], ref)
 
     def close(self) -> None:
-        """Unmap (the fd stays with its owner)."""
+        """Unmap, and close the fd when the arena made it (a received fd stays with its owner).
+
+        The driver makes one arena per session: left open, every evaluation kept its inputs' memory in
+        the long-lived worker."""
         try:
             del self.flat
             self.map.close()
-        except (BufferError, ValueError):  # pragma: no cover - a view still alive
+        except (BufferError, ValueError, AttributeError):  # pragma: no cover - a view still alive, closed twice
             pass
+        if self.owned and self.fd >= 0:
+            close_fds([self.fd])
+            self.fd = -1
 
 
 class _IOVec(ctypes.Structure):

@@ -1,0 +1,31 @@
+"""A hostile answer leaves the trusted worker as it was: no descriptor or memory it sent stays in the driver."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from adversarial.judging import SharedJudges, load_task, make_workspace
+from adversarial.manifest import CASES
+from cuda_gym.reward import milestone_reward
+
+pytestmark = pytest.mark.slow
+
+
+def _open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_fds_of_a_refused_packet_are_closed(tmp_path: Path, judges: SharedJudges) -> None:
+    task = load_task("custom:scale_relu")
+    judge = judges.get("cpu")
+    first = judge.evaluate(task, workspace=make_workspace(task, CASES / "c44_answer_fd_flood", "cpu", tmp_path / "a"))
+    assert milestone_reward(first) == -1 and "could not be read" in first.error, first.to_json()
+    pid = judge._ref.proc.pid
+    before = _open_fds(pid)
+    again = judge.evaluate(task, workspace=make_workspace(task, CASES / "c44_answer_fd_flood", "cpu", tmp_path / "b"))
+    assert milestone_reward(again) == -1
+    assert judge._ref.proc.pid == pid, "the reference worker was restarted"
+    assert _open_fds(pid) <= before, "the driver kept descriptors the server sent"
