@@ -227,3 +227,91 @@ def test_members_named_like_process_calls_are_fine() -> None:
 
 def test_include_through_a_macro_is_refused() -> None:
     assert "include" in cpp_rules('#define H "evil.tcc"\n#include H\n')
+
+
+# -- red team B6: digraphs, token pasting, _Pragma ---------------------------------------------
+
+B6_BYPASSES = [
+    # (source, rule): each passed the checker with no violation before the B6 fixes
+    ("%:include <Python.h>\n", "native-python"),
+    ("%:include <thread>\n", "thread"),
+    ('%:include "/dev/zero"\n', "include"),  # hung the compiler up to the build's limit
+    ('%:  pragma GCC optimize("fast-math")\n', "precision"),
+    ('%:define JOIN(a, b) a %:%: b\nvoid f() { JOIN(Py, Run_SimpleString)("x"); }\n', "native-python"),
+    ('#define JOIN(a, b) a ## b\nvoid f() { JOIN(Py, Run_SimpleString)("x"); }\n', "native-python"),
+    ('#define J(x) P ## x\nvoid f() { J(yRun_SimpleString)("x"); }\n', "native-python"),
+    ("#define RUN P ## yRun_SimpleString\nvoid f() { RUN(\"x\"); }\n", "native-python"),
+    ("#define M(a, b) a##b\nvoid f(at::Tensor x) { auto y = x.M(re, lu)(); }\n", "native-python"),
+    ('_Pragma("GCC optimize(\\"fast-math\\")")\nvoid f() {}\n', "precision"),
+    ('#define FAST _Pragma("GCC optimize(\\"Ofast\\")")\nFAST\n', "precision"),
+    ('#define P(x) _Pragma(#x)\nP(GCC optimize("fast-math"))\n', "include"),
+    ('_Pragma("GCC push_options")\n', "include"),
+    ('_Pragma("omp parallel for")\nvoid f() {}\n', "thread"),
+]
+
+
+@pytest.mark.parametrize("source, rule", B6_BYPASSES, ids=[f"b6-{i}" for i in range(len(B6_BYPASSES))])
+def test_digraphs_pasting_and_pragma_operators_are_read_as_the_compiler_reads_them(source: str, rule: str) -> None:
+    assert rule in cpp_rules(source, flavour="cuda", device=False)
+
+
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "c10::impl::ExcludeDispatchKeyGuard g(c10::DispatchKeySet(c10::DispatchKey::Python));",
+        "c10::impl::IncludeDispatchKeyGuard g(k);",
+        "c10::impl::ExcludeDispatchKeySetGuard g(ks);",
+        "at::AutoDispatchBelowADInplaceOrView g;",
+        "at::AutoDispatchBelowAutograd g;",
+        "auto s = c10::impl::TorchDispatchModeTLS::pop_stack();",
+        "c10::impl::tls_set_dispatch_key_excluded(c10::DispatchKey::Python, true);",
+        "namespace ci = c10::impl;",
+    ],
+)
+def test_dispatch_key_guards_that_hide_ops_from_the_audit(snippet: str) -> None:
+    """B4 ran at::mul under ExcludeDispatchKeyGuard(Python): the TorchDispatchMode audit never saw it."""
+    assert "checker-patch" in cpp_rules(f"void host_fn() {{\n    {snippet}\n}}\n", flavour="cpu", device=False)
+
+
+def test_dispatcher_calls_are_torch_compute() -> None:
+    assert "torch-compute" in cpp_rules('void f() {\n    auto op = c10::Dispatcher::singleton().findSchemaOrThrow('
+                                        '"aten::mul", "Tensor");\n}\n', device=False)
+    assert "torch-compute" in cpp_rules("void f(at::Tensor a) {\n    at::_ops::mul_Tensor::call(a, a);\n}\n",
+                                        device=False)
+
+
+def test_honest_preprocessor_use_stays_allowed() -> None:
+    code = """
+    #include <cstdio>
+    #include <vector>
+    #include <string>
+    #define LOG(fmt, ...) std::printf(fmt, ##__VA_ARGS__)
+    #define LOG2(fmt, args...) std::printf(fmt, ## args)
+    #define STR(x) #x
+    std::vector<::std::string> names;
+    int table<:3:> = <%1, 2, 3%>;
+    const char* s = "%:include <Python.h> _Pragma(\\"GCC optimize(\\\\\\"fast-math\\\\\\")\\") a ## b";
+    // %:define J(a, b) a %:%: b
+    __global__ void k(float* y) {
+        _Pragma("unroll")
+        for (int i = 0; i < 4; ++i) y[i] = 0.f;
+    }
+    void f() { LOG("%d", 1); LOG2("x"); }
+    """
+    assert cpp_rules(code) == set()
+
+
+def test_the_compiler_reads_digraphs_and_not_trigraphs_with_the_build_standard(tmp_path: Path) -> None:
+    """Ground truth for the lexer: g++ with the build's -std pastes through digraphs and ignores trigraphs."""
+    import shutil
+    import subprocess
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    src = tmp_path / "d.cpp"
+    src.write_text("%:define JOIN(a, b) a %:%: b\nint JOIN(Py, Run) = 1;\n??=define TRI 1\n")
+    out = subprocess.run([cxx, "-std=c++20", "-E", "-P", str(src)], capture_output=True, text=True).stdout
+    assert "int PyRun = 1;" in out and "??=define TRI 1" in out
+    nc, code = strip_cpp(src.read_text())
+    assert nc.splitlines()[0] == "#define JOIN(a, b) a ## b" and code.count("\n") == 3

@@ -245,3 +245,46 @@ def test_a_fifo_named_like_python_is_not_read(tmp_path: Path) -> None:
     os.mkfifo(ws / "kernels" / "k.cpp")
     found = check_submission(ws, "cpu")
     assert sorted((v.rule, v.file) for v in found) == [("unreadable", "helper.py"), ("unreadable", "kernels/k.cpp")]
+
+
+# -- red team B4: load_inline sources the checker cannot read -----------------------------------
+
+_INLINE_HEAD = "import textwrap\nfrom torch.utils.cpp_extension import load_inline\nN = 256\n"
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        'SRC = "void f() {}"\next = load_inline(name="e", cpp_sources=SRC.replace("\\r", ""), functions=["f"])\n',
+        'ext = load_inline("e", open("k.cpp").read())\n',
+        'PARTS = ["void f() {}"]\next = load_inline("e", PARTS[0])\n',
+        'def build(src):\n    return load_inline("e", cpp_sources=src)\n',
+        'SRC = "void f() {}"\nSRC = SRC.swapcase()\next = load_inline("e", SRC)\n',
+        'ext = load_inline("e", "", cuda_sources=bytes(b"void f() {}").decode())\n',
+    ],
+)
+def test_load_inline_sources_that_do_not_resolve_are_a_violation(tail: str) -> None:
+    """B4: ``cpp_sources=SRC.replace(...)`` compiled at::mul under a dispatch-key guard and passed with none."""
+    found = check_python(_INLINE_HEAD + tail, "solution.py", RuleConfig(flavour="cpu"))
+    assert "unreadable" in {v.rule for v in found}
+    assert all(v.line and v.line > 3 for v in found if v.rule == "unreadable")
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        'S = "void f() {}"\next = load_inline("e", cpp_sources=textwrap.dedent(S).strip(), functions=["f"])\n',
+        'S = "void f() {}"\next = load_inline("e", [S, "// x"], functions=["f"])\n',
+        'S = "void f() {{}} // {}"\next = load_inline("e", S.format(N), functions=["f"])\n',
+        'S = "void f() {}"\next = load_inline("e", "\\n".join([S, S]), functions=["f"])\n',
+        'ext = load_inline("e", f"void f() {{ int n = {N}; }}", functions=["f"])\n',
+        'ext = load_inline("e", "void f() { int n = %d; }" % N, functions=["f"])\n',
+    ],
+)
+def test_honest_load_inline_sources_resolve(tail: str) -> None:
+    assert check_python(_INLINE_HEAD + tail, "solution.py", RuleConfig(flavour="cpu")) == []
+
+
+def test_resolved_sources_are_still_checked_as_cpp() -> None:
+    src = _INLINE_HEAD + 'S = "void f(at::Tensor x) { x.relu_(); }"\next = load_inline("e", textwrap.dedent(S))\n'
+    assert {v.rule for v in check_python(src, "solution.py", RuleConfig(flavour="cpu"))} == {"torch-compute"}

@@ -92,3 +92,9 @@ def test_a_fifo_included_is_unreadable_not_a_hang(tmp_path: Path) -> None:
 def test_an_oversized_source_is_unreadable(tmp_path: Path) -> None:
     ws = workspace(tmp_path, '#include "big.h"', {"kernels/big.h": "//" + "x" * (3 * 2**20) + "\n"})
     assert found(ws) == {("unreadable", "kernels/big.h")}
+
+
+def test_a_digraph_include_is_followed(tmp_path: Path) -> None:
+    """Red team B6: ``%:include`` is ``#include`` to the compiler; the resolver now reads it so too."""
+    ws = workspace(tmp_path, '%:include "detail/escape.ipp"', {"kernels/detail/escape.ipp": ESCAPE})
+    assert found(ws) == {("native-python", "kernels/detail/escape.ipp")}

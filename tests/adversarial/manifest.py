@@ -100,6 +100,10 @@ MANIFEST: list[Case] = [
        {"thread", "background-work", "correctness"}),
     _n("c35_native_unchecked_corrupt", "26 honest while audited, wrong on unchecked calls", {"native-python"},
        {"correctness"}),
+    _c("c46_native_python_paste", "21 Python from native code through a generic token-pasting macro "
+       "(JOIN(Py, Run_SimpleString), red team B6)", SR, "cpu", {"native-python"}, {"native-python"}),
+    _c("c47_native_python_digraph", "21 Python from native code spelled with digraphs (%:include <Python.h>, "
+       "%:%: pasting, red team B6)", SR, "cpu", {"native-python"}, {"native-python"}),
     _c("c40_answer_huge_expand", "27 an answer the driver would have to materialise (a stride-0 view of 2^28 elements)",
        SR, "cpu", set(), {"correctness"}),
     _c("c41_answer_huge_span", "27 an answer whose strides span a terabyte (from_blob over the stack)", SR, "cpu",

@@ -9,8 +9,10 @@ are early, clear feedback; the judge's runtime checks do not rely on them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cuda_gym.build.files import UnreadableFileError, read_regular
 from cuda_gym.judge.result import Violation
@@ -26,6 +28,9 @@ from cuda_gym.judge.rules.policy import (
 from cuda_gym.judge.rules.python_checks import check_python
 from cuda_gym.judge.rules.scan import Scan, scan_workspace
 from cuda_gym.vocab import check_flavour
+
+if TYPE_CHECKING:
+    from cuda_gym.build.inline import InlineCall, Recording
 
 
 def check_submission(path: Path | str, flavour: str = "cuda", *, precision: str = "fp32",
@@ -66,6 +71,58 @@ def check_submission(path: Path | str, flavour: str = "cuda", *, precision: str 
     return _dedup(found)
 
 
+def check_recorded_calls(recording: Recording | Iterable[InlineCall], flavour: str = "cuda", *,
+                         precision: str = "fp32") -> list[Violation]:
+    """Check what a single file's ``load_inline`` calls really compile, as recorded by the judge.
+
+    Args:
+        recording: :func:`cuda_gym.build.inline.prepare`'s ``Prepared.recording`` (or its ``calls``):
+            the arguments each call was made with at import, whatever Python computed them from.
+        flavour: ``cuda`` or ``cpu``.
+        precision: the task's precision.
+
+    Each call's generated sources (:meth:`InlineCall.sources`: the ``cpp_sources`` and
+    ``cuda_sources`` text with the module definition ``functions`` makes, exactly what the build
+    compiles) go through :func:`check_cpp`. The AST pass of :func:`check_submission` reads only
+    sources it can resolve statically; this reads the rest (``SRC.replace(...)``, a source read or
+    built at import). Violations name ``cpp_sources``/``cuda_sources`` and the line within them, as
+    the compiler's messages do. ``functions`` names that are not C++ identifiers, and docstrings
+    holding quotes, backslashes or line breaks, are ``unreadable``: they are pasted into the code.
+    """
+    check_flavour(flavour)
+    config = RuleConfig(flavour=flavour, precision=precision)
+    calls: list[InlineCall] = list(recording.calls if hasattr(recording, "calls") else recording)
+    found: list[Violation] = []
+    seen: set[str] = set()
+    for call in calls:
+        if call.key in seen:
+            continue
+        seen.add(call.key)
+        where = f"load_inline(name={call.name!r})"
+        for name, doc in call.functions or ():
+            if not re.fullmatch(r"[A-Za-z_]\w*", name) or re.search(r'["\\\n\r]', doc):
+                found.append(Violation("unreadable", f"{where}: functions entry {name!r} is pasted into the generated "
+                                       "code; use C++ identifiers and plain one-line docstrings.", "functions", 1))
+        for rel, text in call.sources().items():
+            found += _inline_violations(text, rel, where, config)
+    return _dedup(found)
+
+
+def _inline_violations(text: str, rel: str, where: str, config: RuleConfig) -> list[Violation]:
+    """check_cpp on one generated file, lines renumbered as its ``#line 1 "cpp_sources"`` marker does."""
+    lines = text.split("\n")
+    marker = next((i for i, line in enumerate(lines) if re.match(r'#line 1 "(cpp|cuda)_sources"$', line)), -1)
+    label = lines[marker][len('#line 1 "'):-1] if marker >= 0 else rel
+    out = []
+    for v in check_cpp(text, rel, config, root=None, device_code=rel.endswith(".cu")):
+        line = (v.line or 1) - (marker + 1)
+        if line >= 1:
+            out.append(Violation(v.rule, f"{v.message} ({where}, as compiled)", label, line))
+        else:  # the generated prelude: only what the build itself adds stands there
+            out.append(Violation(v.rule, f"{v.message} ({where}, generated prelude)", rel, v.line))
+    return out
+
+
 def _dedup(found: Iterable[Violation]) -> list[Violation]:
     seen: set[tuple[str, str | None, int | None, str]] = set()
     out = []
@@ -77,5 +134,5 @@ def _dedup(found: Iterable[Violation]) -> list[Violation]:
     return out
 
 
-__all__ = ["RULES", "RuleConfig", "Scan", "TORCH_OPS_NAMESPACES", "check_cpp", "check_python", "check_submission",
-           "scan_workspace", "strip_cpp"]
+__all__ = ["RULES", "RuleConfig", "Scan", "TORCH_OPS_NAMESPACES", "check_cpp", "check_python", "check_recorded_calls",
+           "check_submission", "scan_workspace", "strip_cpp"]

@@ -29,6 +29,7 @@ _EXTRA_COMPUTE = frozenset({"matmul", "mm", "bmm", "addmm", "conv2d", "softmax",
                             "mean", "exp", "log", "sqrt", "pow", "abs", "clamp", "max", "min", "norm", "where",
                             "gelu"})
 _DIRECTIVE = re.compile(r"(?m)^[ \t]*#[ \t]*(\w+)(.*)$")
+_PRAGMA_OPERATOR = re.compile(r"\b_Pragma\s*\(")
 _SYSTEM_HEADER = re.compile(r"^[\w./+-]+$")
 
 
@@ -82,6 +83,16 @@ PATTERNS: tuple[_Pattern, ...] = (
         r"\b(dlopen|dlsym|dlvsym|dlmopen|dlinfo|dladdr\w*|_?Py(?:_\w+|[A-Z]\w*)|THP\w+|\w*PyInterpreter\w*|"
         r"\w*PyObject\w*|PYBIND11_EMBEDDED_MODULE|PYBIND11_OVERRIDE\w*|PYBIND11_OVERLOAD\w*)\b"),
         "{name} reaches the Python interpreter (or loads libraries) from native code; not allowed."),
+    _Pattern("checker-patch", re.compile(
+        r"\b((?:c10|at|torch)\s*::\s*impl\b|\w*DispatchKeyGuard\w*|\w*DispatchKeySetGuard\w*|"
+        r"AutoDispatch\w*|AutoNonVariableTypeMode|\w*DispatchModeTLS\w*|\w*TorchFunction\w*TLS\w*|"
+        r"PythonDispatcherTLS|tls_set_dispatch_key\w*|tls_is_dispatch_key\w*|tls_local_dispatch_key_set|"
+        r"_force_tls_local_dispatch_key_set|\w*LocalDispatchKeySet\w*|DispatchKey\s*::\s*(?:Python\w*|PreDispatch|"
+        r"FuncTorch\w*)|ThreadLocalStateGuard|DisableTorchDispatch|ExcludeDispatchKey\w*|IncludeDispatchKey\w*)"),
+        "{name} changes which dispatch keys run: it hides PyTorch ops from the judge's audit; not allowed."),
+    _Pattern("torch-compute", re.compile(r"\b(Dispatcher\s*::\s*singleton|findSchema\w*|callBoxed\w*|"
+                                         r"redispatch\w*|_ops\s*::)"),
+             "{name} calls PyTorch operators through the dispatcher; write the kernel yourself."),
     _Pattern("native-python", re.compile(r"(?:\.|->)\s*(attr|import_?|inc_ref|dec_ref|def_submodule|add_object|"
                                          r"reload)\s*\("),
              ".{name}(...) works on Python objects from native code; only m.def(...) may be used."),
@@ -134,7 +145,7 @@ def check_cpp(
         found.append(Violation(rule, message, file, line_of(code, pos)))
 
     spans = _function_headers(code)
-    _check_directives(nc, file, root, config, add)
+    _check_directives(nc, code, file, root, config, add)
     _check_asm(nc, code, spans, device_code, config, add)
     _check_aten(code, spans, device_code, config, add)
     _check_libraries(code, config, add)
@@ -147,53 +158,94 @@ def check_cpp(
 _Add = Callable[[str, int, str], None]
 
 
-def _check_directives(nc: str, file: str, root: Path | None, config: RuleConfig, add: _Add) -> None:
-    """``#include``/``#embed``/``#pragma``/``#define`` lines (strings intact: include targets are strings)."""
-    fp32 = config.precision == "fp32"
-    cuda = config.flavour == "cuda"
+def _check_directives(nc: str, code: str, file: str, root: Path | None, config: RuleConfig, add: _Add) -> None:
+    """``#include``/``#embed``/``#pragma``/``#define`` lines and ``_Pragma(...)`` operators.
+
+    Read on the text with strings intact (include targets and ``_Pragma`` operands are strings) and
+    digraphs spelled out (``%:include`` is ``#include``).
+    """
     for m in _DIRECTIVE.finditer(nc):
         directive, rest = m.group(1), m.group(2).strip()
         if directive in ("include", "include_next", "import", "embed"):
-            if directive == "embed":
-                add("include", m.start(), "#embed pulls a file into the binary; not allowed.")
-                continue
-            target, angle = include_target(rest)
-            if target is None:
-                add("include", m.start(), f"#include {rest} names its file through a macro; write the file name "
-                    "in quotes or angle brackets.")
-                continue
-            problem = _bad_include(target, angle, file, root)
-            if problem:
-                add("include", m.start(), problem)
-            elif NATIVE_PYTHON_HEADERS.match(target):
-                add("native-python", m.start(), f"#include <{target}> reaches the Python interpreter or loads "
-                    "libraries; a binding needs only <torch/extension.h>.")
-            elif re.search(r"(^|/)(cblas|mkl|Eigen|eigen3|dnnl|oneapi|openblas|lapack)", target):
-                add("library-compute", m.start(), f"#include <{target}>: math libraries are not allowed.")
-            elif re.match(r"(thread|future|pthread\.h)$", target):
-                add("thread", m.start(), f"#include <{target}>: host threads are not allowed.")
-            elif re.match(r"(spawn\.h|sys/wait\.h|unistd\.h)$", target):
-                add("process", m.start(), f"#include <{target}>: processes are not allowed.")
-            elif re.match(r"(fstream|sys/socket\.h|sys/mman\.h|fcntl\.h)$", target):
-                add("io", m.start(), f"#include <{target}>: files and network are not allowed.")
-            elif re.match(r"sys/ptrace\.h$", target):
-                add("introspection", m.start(), f"#include <{target}>: tracing is not allowed.")
-            elif not cuda and re.match(r"(cublas|cudnn|cuda)", target):
-                add("library-compute", m.start(), f"#include <{target}> on the cpu flavour; write plain C++.")
+            _check_include(directive, rest, m.start(), file, root, config, add)
         elif directive == "pragma":
-            low = rest.lower()
-            if re.search(r"fast.?math|ofast|unsafe.math|float_control|fenv_access|clang\s+fp\b|optimize", low) and fp32:
-                add("precision", m.start(), f"#pragma {rest} changes floating-point semantics; not allowed.")
-            elif low.startswith("omp") and cuda:
-                add("thread", m.start(), "OpenMP is allowed only on the cpu flavour; use CUDA kernels.")
-            elif low.startswith(("comment", "gcc push_options", "gcc target", "gcc plugin", "weak")):
-                add("include", m.start(), f"#pragma {rest} changes linking or code generation; not allowed.")
+            _check_pragma(rest, m.start(), config, add)
         elif directive == "define":
-            name = re.match(r"\s*(\w+)", rest)
-            body = rest[name.end():] if name else rest
-            if re.search(r"##\s*_?[Pp]y|_?[Pp]y\w*\s*##|##\s*dl|\bdl\s*##", body):
-                add("native-python", m.start(), "Token pasting that builds Python or dl* names hides a route into "
-                    "the interpreter; not allowed.")
+            _check_define(rest, m.start(), add)
+    for m in _PRAGMA_OPERATOR.finditer(code):  # found outside literals, its operand read with strings intact
+        operand = re.match(r'\s*"((?:[^"\\\n]|\\.)*)"\s*\)', nc[m.end():])
+        if operand is None:
+            add("include", m.start(), "_Pragma(...) with an operand that is not one plain string literal "
+                "(a macro argument, a raw or prefixed string) hides a pragma; write #pragma lines.")
+        else:  # destringize as the compiler does: \" -> ", \\ -> \
+            _check_pragma(re.sub(r'\\(["\\])', r"\1", operand.group(1)).strip(), m.start(), config, add)
+
+
+def _check_include(directive: str, rest: str, pos: int, file: str, root: Path | None, config: RuleConfig,
+                   add: _Add) -> None:
+    if directive == "embed":
+        add("include", pos, "#embed pulls a file into the binary; not allowed.")
+        return
+    target, angle = include_target(rest)
+    if target is None:
+        add("include", pos, f"#include {rest} names its file through a macro; write the file name "
+            "in quotes or angle brackets.")
+        return
+    problem = _bad_include(target, angle, file, root)
+    cuda = config.flavour == "cuda"
+    if problem:
+        add("include", pos, problem)
+    elif NATIVE_PYTHON_HEADERS.match(target):
+        add("native-python", pos, f"#include <{target}> reaches the Python interpreter or loads "
+            "libraries; a binding needs only <torch/extension.h>.")
+    elif re.search(r"(^|/)(cblas|mkl|Eigen|eigen3|dnnl|oneapi|openblas|lapack)", target):
+        add("library-compute", pos, f"#include <{target}>: math libraries are not allowed.")
+    elif re.match(r"(thread|future|pthread\.h)$", target):
+        add("thread", pos, f"#include <{target}>: host threads are not allowed.")
+    elif re.match(r"(spawn\.h|sys/wait\.h|unistd\.h)$", target):
+        add("process", pos, f"#include <{target}>: processes are not allowed.")
+    elif re.match(r"(fstream|sys/socket\.h|sys/mman\.h|fcntl\.h)$", target):
+        add("io", pos, f"#include <{target}>: files and network are not allowed.")
+    elif re.match(r"sys/ptrace\.h$", target):
+        add("introspection", pos, f"#include <{target}>: tracing is not allowed.")
+    elif not cuda and re.match(r"(cublas|cudnn|cuda)", target):
+        add("library-compute", pos, f"#include <{target}> on the cpu flavour; write plain C++.")
+
+
+def _check_pragma(rest: str, pos: int, config: RuleConfig, add: _Add) -> None:
+    """One pragma, from a ``#pragma`` line or a ``_Pragma("...")`` operand."""
+    low = rest.lower()
+    if re.search(r"fast.?math|ofast|unsafe.math|float_control|fenv_access|clang\s+fp\b|optimize", low) and \
+            config.precision == "fp32":
+        add("precision", pos, f"#pragma {rest} changes floating-point semantics; not allowed.")
+    elif low.startswith("omp") and config.flavour == "cuda":
+        add("thread", pos, "OpenMP is allowed only on the cpu flavour; use CUDA kernels.")
+    elif low.startswith(("comment", "gcc push_options", "gcc target", "gcc plugin", "weak", "gcc pop_options",
+                         "gcc reset_options", "gcc dependency", "push_macro", "pop_macro", "redefine_extname")):
+        add("include", pos, f"#pragma {rest} changes linking, code generation or macros; not allowed.")
+
+
+def _check_define(rest: str, pos: int, add: _Add) -> None:
+    """Token pasting (``##``) in a macro body: it makes names out of pieces that no check reads whole.
+
+    ``JOIN(Py, Run_SimpleString)(...)`` calls the CPython API although neither argument is a Python
+    name, and ``x.JOIN(re, lu)()`` is a tensor compute method; so every ``##`` is refused, whatever
+    its operands, except the GNU comma idiom ``, ## __VA_ARGS__`` (it pastes nothing: it drops the
+    comma when the variadic arguments are empty). Honest kernels write names out or use templates.
+    """
+    head = re.match(r"\s*(\w+)(\(([^)]*)\))?", rest)
+    body = rest[head.end():] if head else rest
+    variadic = {"__VA_ARGS__"}
+    if head and head.group(2):  # GNU named variadic parameter: #define F(fmt, args...) f(fmt, ##args)
+        variadic |= {p.strip()[:-3].strip() for p in head.group(3).split(",") if p.strip().endswith("...")}
+    for m in re.finditer(r"##", body):
+        after = re.match(r"\s*(\w+)", body[m.end():])
+        if body[:m.start()].rstrip().endswith(",") and after and after.group(1) in variadic:
+            continue
+        add("native-python", pos, "Token pasting (##) in a macro builds names the static rules cannot read (a "
+            "route into the interpreter such as Py ## Run_SimpleString, or a PyTorch op); write names out "
+            "or use templates.")
+        return
 
 
 def include_target(rest: str) -> tuple[str | None, bool]:

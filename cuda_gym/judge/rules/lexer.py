@@ -1,4 +1,4 @@
-"""A small C/C++ lexer: line splices joined, then comments and string/char literals blanked, lines kept."""
+"""A small C/C++ lexer: line splices joined, comments and string/char literals blanked, digraphs spelled out, lines kept."""
 
 from __future__ import annotations
 
@@ -43,6 +43,23 @@ def join_splices(text: str) -> str:
     return "\n".join(out)
 
 
+_DIGRAPH = re.compile(r"%:%:|%:|<%|%>|<:(?!:(?![:>]))|:>")
+_DIGRAPHS = {"%:%:": "##", "%:": "#", "<%": "{", "%>": "}", "<:": "[", ":>": "]"}
+"""Alternative tokens as the compiler reads them (C++ [lex.digraph]): ``%:include`` is ``#include`` and
+``a %:%: b`` pastes. ``<::`` not followed by ``:`` or ``>`` is ``<`` then ``::`` ([lex.pptoken]/3.2), as in
+``std::vector<::T>``. Trigraphs (``??=``) are not read: C++17 removed them and the build's fixed
+``-std=c++17``/``-std=c++20`` leaves GCC and nvcc without them."""
+
+
+def spell_digraphs(code: str) -> str:
+    """``code`` (outside literals and comments) with every digraph replaced by its usual punctuator.
+
+    The replacement keeps newlines, so line numbers do not move; offsets within a line may.
+    """
+    return _DIGRAPH.sub(lambda m: _DIGRAPHS[m.group(0)], code) if ("%" in code or "<:" in code or ":>" in code) \
+        else code
+
+
 def _blank(s: str) -> str:
     return re.sub(r"[^\n]", " ", s)
 
@@ -54,8 +71,10 @@ def strip_cpp(text: str) -> tuple[str, str]:
     compiler, and so here; a ``//`` comment ending in a backslash swallows the next line). Then
     comments are blanked in both outputs and string/char literal contents (raw strings with any
     prefix and delimiter, ``u8``/``L``/``u``/``U`` prefixes, escapes) are blanked in ``code_only``;
-    the quotes stay, so ``"..."`` still reads as a string. Newlines are kept: offsets and line
-    numbers match the text as the compiler numbers it.
+    the quotes stay, so ``"..."`` still reads as a string. Digraphs outside literals and comments are
+    spelled as their punctuators in both outputs (``%:define J(a, b) a %:%: b`` reads as
+    ``#define J(a, b) a ## b``: see :func:`spell_digraphs`). Newlines are kept: line numbers match the
+    text as the compiler numbers it.
     """
     text = join_splices(text)
     nc: list[str] = []
@@ -65,7 +84,7 @@ def strip_cpp(text: str) -> tuple[str, str]:
         kind = m.lastgroup if m.lastgroup != "delim" else "raw"
         if kind in ("ident", "number"):
             continue
-        gap = text[last:m.start()]
+        gap = spell_digraphs(text[last:m.start()])
         nc.append(gap)
         code.append(gap)
         token = m.group(0)
@@ -79,8 +98,9 @@ def strip_cpp(text: str) -> tuple[str, str]:
             closing = 1 if token.endswith(token[quote]) and len(token) > quote + 1 else 0
             code.append(token[: quote + 1] + _blank(token[quote + 1: len(token) - closing]) + token[len(token) - closing:])
         last = m.end()
-    nc.append(text[last:])
-    code.append(text[last:])
+    tail = spell_digraphs(text[last:])
+    nc.append(tail)
+    code.append(tail)
     return "".join(nc), "".join(code)
 
 

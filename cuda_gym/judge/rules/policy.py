@@ -11,7 +11,8 @@ RULES: dict[str, str] = {
     "library-compute": "A vendor library does the work: cuBLAS beyond GEMM, cuDNN beyond convolution, "
     "any BLAS/cuBLAS/cuDNN on the cpu flavour, other math libraries.",
     "timer-patch": "Something assigns to or patches timing functions (torch.cuda events, synchronize, time).",
-    "checker-patch": "Something assigns to attributes of torch, builtins or other modules (comparators).",
+    "checker-patch": "Something assigns to attributes of torch, builtins or other modules (comparators); C++ "
+    "dispatch-key guards (c10::impl::ExcludeDispatchKeyGuard...) that hide PyTorch ops from the audit.",
     "introspection": "gc, inspect, frames, ctypes, eval/exec, __import__, dunder reflection, ptrace, host asm.",
     "native-python": "C++ that reaches Python: the CPython C API (PyObject*, Py_*, PyRun_*, PyImport_*...), "
     "pybind11 beyond defining functions (py::module_::import, py::eval/exec, py::globals, py::object, "
@@ -33,9 +34,9 @@ RULES: dict[str, str] = {
     "host-compute": "On the cuda flavour, tensors are moved to the host (.cpu(), kCPU, device-to-host copies) "
     "so work happens outside the kernels.",
     "include": "#include of a file outside the workspace or of a non-header file; .incbin/#embed; "
-    "an #include whose file name is a macro.",
+    "an #include whose file name is a macro; pragmas that change linking, code generation or macros.",
     "unreadable": "A file the static checker cannot read: a link, not a regular file, too large, or nested "
-    "too deeply to parse.",
+    "too deeply to parse; load_inline sources it cannot resolve statically.",
 }
 """Every rule name this module reports, with a one-line description (see docs/rules.md)."""
 
@@ -182,7 +183,7 @@ ATEN_ALLOWED = frozenset(
     getCurrentDeviceProperties getDeviceProperties current_device CUDAGuard OptionalCUDAGuard DeviceGuard
     OptionalDeviceGuard CUDAStream check_cuda_error detail indexing Slice None Ellipsis TensorAccessor
     PackedTensorAccessor32 PackedTensorAccessor64 RestrictPtrTraits DefaultPtrTraits elementSize
-    toString typeMetaToScalarType get_num_threads getCurrentCUDASolverDnHandle""".split()
+    toString typeMetaToScalarType get_num_threads getCurrentCUDASolverDnHandle wrap_pybind_function""".split()
 )
 """``at::``/``torch::`` names allowed in C++: allocation, options, devices, current stream, accessors."""
 

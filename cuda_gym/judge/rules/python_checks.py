@@ -85,6 +85,8 @@ class _PyChecker:
         self.reference_names: set[str] = set()
         self.func_stack: list[str] = []
         self.strings: dict[str, list[tuple[str, int]]] = {}
+        self.computed: set[str] = set()
+        """Names assigned (somewhere) a value that is not a string literal: not resolvable as sources."""
         self.cpp_sources: list[tuple[str, int, bool]] = []
 
     def run(self, tree: ast.AST) -> None:
@@ -171,11 +173,14 @@ class _PyChecker:
                 elif isinstance(value, ast.Name) and value.id in self.extension_names:
                     for t in node.targets:
                         self.extension_names.update(_target_names(t))
-            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Constant, ast.JoinedStr, ast.BinOp)):
-                text = _string_value(node.value)
-                if text is not None:
-                    for name in (n for t in node.targets for n in _target_names(t)):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                text = _string_value(node.value) if isinstance(node, ast.Assign) else None
+                for name in (n for t in targets for n in _target_names(t)):
+                    if text is not None:
                         self.strings.setdefault(name, []).append((text, node.value.lineno))
+                    else:  # bound to something the checker cannot read as a string (too)
+                        self.computed.add(name)
         for node in tree.body:
             if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Dict, ast.List, ast.Set, ast.Call)):
                 if isinstance(node.value, ast.Call) and _call_name(node.value) not in (
@@ -513,11 +518,19 @@ class _PyChecker:
     def check_load_inline(self, q: str | None, node: ast.Call) -> None:
         if not q or not q.endswith(("cpp_extension.load_inline", "cpp_extension.load")):
             return
+        sources = [(kw.value, kw.arg == "cuda_sources") for kw in node.keywords if kw.arg in ("cpp_sources",
+                                                                                         "cuda_sources")]
+        if q.endswith("load_inline"):
+            sources += [(arg, i == 1) for i, arg in enumerate(node.args[1:3])]
+        for value, is_cuda in sources:
+            found, unresolved = self.resolve_sources(value)
+            self.cpp_sources += [(text, line, is_cuda) for text, line in found]
+            for item in unresolved:
+                self.add("unreadable", item, "load_inline sources the checker cannot read (a call such as "
+                         ".replace(), a subscript, a name bound to a computed value or to nothing here): "
+                         "pass string literals, names assigned string literals, or lists and + sums of them.")
         for kw in node.keywords:
-            if kw.arg in ("cpp_sources", "cuda_sources"):
-                for text, line in self.resolve_strings(kw.value):
-                    self.cpp_sources.append((text, line, kw.arg == "cuda_sources"))
-            elif kw.arg in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags"):
+            if kw.arg in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags"):
                 for text, _line in self.resolve_strings(kw.value):
                     if any(flag in text for flag in FAST_MATH_FLAGS) and self.config.precision == "fp32":
                         self.add("precision", kw.value, f"Compiler flag {text!r} enables fast math; not allowed.")
@@ -525,14 +538,23 @@ class _PyChecker:
                 for text, _ in self.resolve_strings(kw.value):
                     self.add("include", kw.value, f"load(sources=...) reads {text}; put sources in kernels/ or "
                              "use load_inline.")
-        if q.endswith("load_inline"):
-            for i, arg in enumerate(node.args[1:3]):
-                for text, line in self.resolve_strings(arg):
-                    self.cpp_sources.append((text, line, i == 1))
 
     def resolve_strings(self, node: ast.AST) -> list[tuple[str, int]]:
-        """The string values ``node`` may stand for: literals, names assigned strings, lists and sums of them."""
+        """The string values ``node`` may stand for (what :meth:`resolve_sources` can read of it)."""
+        return self.resolve_sources(node)[0]
+
+    def resolve_sources(self, node: ast.AST) -> tuple[list[tuple[str, int]], list[ast.AST]]:
+        """``(strings, unresolved)``: the string values ``node`` may stand for, and its parts that stand for
+        values the checker cannot read.
+
+        Read: literals and f-strings (fields as `` 0 ``), names assigned only string literals, lists,
+        tuples and ``+`` sums of them, and the text-only transforms honest files use on them
+        (``textwrap.dedent``, ``inspect.cleandoc``, ``.strip()``/``.lstrip()``/``.rstrip()``,
+        ``"sep".join([...])``, ``.format(...)``/``%`` with fields read as `` 0 ``). Anything else
+        (``SRC.replace(...)``, ``open(...).read()``, a subscript, a parameter) is unresolved.
+        """
         found: list[tuple[str, int]] = []
+        unresolved: list[ast.AST] = []
         stack = [node]
         while stack:
             item = stack.pop()
@@ -542,10 +564,33 @@ class _PyChecker:
             elif isinstance(item, (ast.List, ast.Tuple)):
                 stack.extend(reversed(item.elts))
             elif isinstance(item, ast.Name):
+                if item.id in self.computed or item.id not in self.strings:
+                    unresolved.append(item)
                 found.extend(self.strings.get(item.id, []))
-            elif isinstance(item, ast.BinOp):
-                stack.extend((item.right, item.left))
-        return found
+            elif isinstance(item, ast.BinOp) and isinstance(item.op, (ast.Add, ast.Mod)):
+                stack.extend((item.right, item.left) if isinstance(item.op, ast.Add) else (item.left,))
+            elif isinstance(item, ast.Call) and self._text_transform(item) is not None:
+                stack.append(self._text_transform(item))  # type: ignore[arg-type]
+            else:
+                unresolved.append(item)
+        return found, unresolved
+
+    def _text_transform(self, call: ast.Call) -> ast.AST | None:
+        """The operand of a call that only reshapes text (see :meth:`resolve_sources`), else ``None``."""
+        q = self.qualname(call.func) or ""
+        if q in ("textwrap.dedent", "inspect.cleandoc") and len(call.args) == 1 and not call.keywords:
+            return call.args[0]
+        if not isinstance(call.func, ast.Attribute):
+            return None
+        literal_args = all(isinstance(a, ast.Constant) for a in [*call.args, *(k.value for k in call.keywords)])
+        if call.func.attr in ("strip", "lstrip", "rstrip") and literal_args:
+            return call.func.value
+        if call.func.attr == "format" and not any(isinstance(a, ast.Starred) for a in call.args) and \
+                all(k.arg is not None for k in call.keywords):
+            return call.func.value
+        if call.func.attr == "join" and len(call.args) == 1 and _string_value(call.func.value) is not None:
+            return call.args[0]
+        return None
 
 
 def _string_value(node: ast.AST) -> str | None:
