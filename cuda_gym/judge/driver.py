@@ -409,14 +409,14 @@ class ServerSession:
         return kids
 
     def helper_cpu_s(self) -> float:
-        """CPU seconds used so far by the server's threads: on a GPU those other than its main thread (which
-        spins on the channel between calls), on the CPU all of them (its main thread sleeps in ``recv``
-        between calls: one that computes there is working outside the window like any helper)."""
+        """CPU seconds used so far by the server's threads other than its main thread (which spins on the
+        channel between calls on a GPU, and on both devices does the server's own work after an answer:
+        memory poisoning, freeing outputs; counting it flagged honest CPU servers)."""
         total = 0
         tick = os.sysconf("SC_CLK_TCK")
         try:
             for tid in os.listdir(f"/proc/{self.host_pid}/task"):
-                if self.cuda and int(tid) == self.host_pid:
+                if int(tid) == self.host_pid:
                     continue
                 try:
                     fields = Path(f"/proc/{self.host_pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
