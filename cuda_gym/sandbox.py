@@ -96,6 +96,11 @@ class Limits:
     every second while the command runs (over it, the command is killed) and when it ends; ``reason``
     says so. The files stay: the caller decides what to do with them. For the bash tool the writable
     path is the workspace, so this bounds the workspace across the steps of an episode."""
+    nice: int = 19
+    """Scheduling niceness of every process of the sandbox (``nice -n``). Agent commands, builds and
+    single-file recordings run at 19, so that on a shared machine they never compete with the judge's
+    timed servers, which run at 0 (``judge.procedure``): a hostile import in a pool's recorder that
+    spun every CPU slowed the cached baseline of a task about 14x (red team, 2026-12-01)."""
     entries: int | None = 1_000_000
     """Files, folders and links the writable paths may hold together (links not followed): checked with
     ``disk_bytes``, about every second while the command runs and when it ends; ``reason`` says so. Empty
@@ -589,6 +594,10 @@ class _OutputBuffer:
 # --------------------------------------------------------------------------- the sandbox
 
 
+_NICE = shutil.which("nice") or ""
+"""coreutils' ``nice`` (``Limits.nice``); without it the sandbox runs at the caller's niceness."""
+
+
 class Sandbox:
     """Runs commands with a read-only system, chosen writable paths, no network and resource limits.
 
@@ -827,6 +836,8 @@ class Sandbox:
             # SIGKILL when this process dies (bwrap has --die-with-parent; unshare's --kill-child then
             # takes the namespace down with it). Spawned from one long-lived thread: see _spawn.
             argv = [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
+        if limits.nice and _NICE:
+            argv = [_NICE, "-n", str(limits.nice), *argv]
         files = cgroups.procs_files
         if files:
             join = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done'

@@ -200,6 +200,7 @@ class Driver:
             memory_bytes=s.memory_bytes or None,
             file_bytes=max(4 * 2**30, 4 * task.facts.output_bytes),
             processes=4096,
+            nice=0,  # timed: every other sandbox (builds, recordings, agent commands) runs at 19
         )
         # The job dir stays invisible but for what the server reads; its only writable folder is the
         # private torch-extensions folder of this evaluation (nothing another evaluation reads).
