@@ -418,3 +418,78 @@ def test_the_snapshot_copies_regular_source_files_only(tmp_path: Path) -> None:
     assert snap.skipped == {"kernels/x.h": "a symbolic link", "kernels/linked": "a symbolic link",
                             "kernels/pipe.h": "not a regular file"}
     assert not any(p.is_symlink() for p in (tmp_path / "copy").rglob("*"))
+
+
+# -- red team B5: artifact cap and cache bound ---------------------------------------------------
+
+BLOB = "__attribute__((used)) extern const char cuda_gym_blob[{n}u << 20];\n" \
+       "__attribute__((used)) const char cuda_gym_blob[{n}u << 20] = {{1}};\n"
+
+
+def _files_above(root: Path, limit: int) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and "pch" not in p.relative_to(root).parts
+            and p.stat().st_size > limit]
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "direct"])
+def test_an_oversized_object_fails_the_build_and_is_never_stored(cpu_add_build: BuiltWorkspace, tmp_path: Path,
+                                                                  sandboxed: bool) -> None:
+    """B5: a 200 MiB initialised array put 400 MiB per variant into the shared cache. Here 24 MiB against a
+    16 MiB cap: the sandboxed compiler cannot write it, and an unsandboxed build refuses to store it."""
+    from dataclasses import replace
+
+    from cuda_gym.sandbox import Sandbox
+
+    cap = 16 * 2**20
+    config = replace(cpu_add_build.config, max_artifact_bytes=cap)
+    ws = Workspace.create(add_task(), flavour="cpu", parent=tmp_path)
+    write_add_kernels(ws)
+    (ws.root / "kernels" / "blob.cpp").write_text(f"// {uuid.uuid4().hex}\n" + BLOB.format(n=24))
+    result = build_workspace(ws, config, sandbox=Sandbox(writable=[]) if sandboxed else None)
+    assert not result.ok and result.module_path is None
+    assert "16 MiB" in result.log, result.log
+    assert _files_above(cache_root(config), cap) == []
+    small = Workspace.create(add_task(), flavour="cpu", parent=tmp_path / "small")
+    write_add_kernels(small)
+    (small.root / "kernels" / "blob.cpp").write_text(f"// {uuid.uuid4().hex}\n" + BLOB.format(n=1))
+    assert build_workspace(small, config, sandbox=Sandbox(writable=[]) if sandboxed else None).ok
+
+
+def test_a_cache_hit_marks_the_module_used(cpu_add_build: BuiltWorkspace, tmp_path: Path) -> None:
+    module = Path(cpu_add_build.result.module_path)
+    old = time.time() - 7200
+    os.utime(module, (old, old))
+    result = build_workspace(copy_built(cpu_add_build, tmp_path / "ep"), cpu_add_build.config)
+    assert result.cached and result.module_path == module
+    assert time.time() - module.stat().st_mtime < 600  # the least recently used go first, not this one
+
+
+def test_the_cache_evicts_least_recently_used_files_past_its_bound(tmp_path: Path) -> None:
+    from cuda_gym.build import store
+    from cuda_gym.build.store import EVICT_GRACE_S, install, sweep, touch
+
+    root = tmp_path / "cache"
+    blob = tmp_path / "blob"
+    blob.write_bytes(b"\1" * 2**20)
+    now = time.time()
+    files = {}
+    for i, (name, age_h) in enumerate([("m_old", 5), ("o_old", 4), ("m_mid", 3), ("o_new", 2), ("m_recent", 0)]):
+        path = root / f"{i:064x}" / "cuda_extension.so" if name.startswith("m") else \
+            root / "objects" / "ab" / f"ab{i:062x}.o"
+        install(blob, path)
+        os.utime(path, (now - age_h * 3600, now - age_h * 3600))
+        files[name] = path
+    install(blob, root / "pch" / "t" / "torch_extension.h.gch")  # counted, never evicted
+    touch(files["m_old"])  # used again: now the most recent
+    store._LAST_EVICTION.pop(root, None)
+    assert sweep(root, max_bytes=10 * 2**20, now=now) == []  # 6 MiB held: under the bound
+    assert sweep(root, max_bytes=4 * 2**20, now=now) == []  # one eviction walk per minute and root
+    store._LAST_EVICTION.pop(root, None)
+    removed = sweep(root, max_bytes=4 * 2**20, now=now)
+    # 6 MiB held, bound 4 MiB, evicted down to 90 % of it: the three least recently used past the grace period
+    assert set(removed) == {files["o_old"], files["m_mid"], files["o_new"]}
+    assert not files["m_mid"].parent.exists()  # a module's folder goes with it
+    assert files["m_old"].exists() and files["m_recent"].exists() and (root / "pch" / "t").exists()
+    store._LAST_EVICTION.pop(root, None)
+    assert sweep(root, max_bytes=2**20, now=now) == []  # what was used within the grace period stays
+    assert EVICT_GRACE_S >= 2 * BuildConfig().timeout_s  # longer than a build may run

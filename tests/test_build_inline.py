@@ -179,3 +179,48 @@ def test_a_planted_extensions_folder_poisons_torch_but_not_the_shim(build_config
     prepared = prepare(source, tmp_path, "cpu", build_config)
     assert prepared.ok, prepared.log
     assert _run([sys.executable, "-c", RUN_WITH_SHIM, str(source), str(prepared.manifest)], env) == [2.0, 3.0, 4.0, 5.0]
+
+
+# -- red team B1: many load_inline calls ------------------------------------------------------------
+
+MANY = '''
+from torch.utils.cpp_extension import load_inline
+CPP = "torch::Tensor f(torch::Tensor x) { return torch::empty_like(x); }\\n"
+mods = [load_inline(name=f"ext{i}", cpp_sources=CPP + f"// variant {i}\\n", functions=["f"]) for i in range(%d)]
+'''
+
+
+def test_more_load_inline_calls_than_the_cap_are_a_compile_failure_without_building(build_config: BuildConfig,
+                                                                                     tmp_path: Path) -> None:
+    """B1: twelve calls differing by a comment were built one after another (406 s for one verdict)."""
+    import time
+
+    path = tmp_path / "many.py"
+    path.write_text(MANY % 8)
+    started = time.monotonic()
+    result = prepare(path, tmp_path, "cpu", build_config)
+    assert not result.ok and result.manifest is None and result.results == []
+    assert "8 different load_inline calls" in result.log and "at most 4" in result.log
+    assert len(result.recording.calls) == 8 and time.monotonic() - started < 60
+
+
+def test_all_builds_of_a_file_share_one_deadline(build_config: BuildConfig, tmp_path: Path) -> None:
+    import time
+    from dataclasses import replace
+
+    from cuda_gym.build.inline import BuildBudget
+
+    budget = BuildBudget(BuildConfig(timeout_s=3.0))
+    first = budget.next_config()
+    assert first is not None and first.timeout_s <= 3.0
+    time.sleep(1.2)
+    second = budget.next_config()
+    assert second is not None and second.timeout_s <= 1.8  # what the first build left, not 3 s again
+    time.sleep(1.0)
+    assert budget.next_config() is None and "3 s together" in budget.exhausted_message(1, 2)
+    # through prepare: two distinct uncached calls, 3 s for both builds together
+    path = tmp_path / "two.py"
+    path.write_text((MANY % 2).replace("variant", f"variant {time.time_ns()}"))
+    result = prepare(path, tmp_path, "cpu", replace(build_config, timeout_s=3.0))
+    assert not result.ok and "ran past 3 s together" in result.log, result.log
+    assert "build stopped: it ran past" in result.log and len(result.results) == 1  # the first ninja run was cut

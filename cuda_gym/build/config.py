@@ -22,7 +22,8 @@ class BuildConfig:
     """CUDA architectures as in ``TORCH_CUDA_ARCH_LIST`` (``"9.0"``, ``"8.0;9.0+PTX"``); default:
     ``$TORCH_CUDA_ARCH_LIST``, else the visible GPU's capability, else ``9.0``."""
     timeout_s: float = 600.0
-    """Wall-clock limit of one ninja run; the whole compiler process tree is killed past it."""
+    """Wall-clock limit of one ninja run; the whole compiler process tree is killed past it. A single
+    file's ``load_inline`` calls share one such limit for all their builds."""
     cache_dir: Path | None = None
     """Artifact cache root; default ``$CUDA_GYM_BUILD_CACHE``, else ``cache_dir()/build``."""
     jobs: int | None = None
@@ -36,6 +37,17 @@ class BuildConfig:
     """Characters of the concise log kept for the agent (middle cut)."""
     memory_bytes: int | None = 16 * 2**30
     """Per-process memory limit of sandboxed compiles (nvcc/cicc can be hungry)."""
+    max_artifact_bytes: int = 64 * 2**20
+    """Largest object or module a build may store in the cache; a larger one fails the build (the
+    agent's error: a 200 MiB initialised array put 400 MiB per variant into the shared cache). It is
+    also the sandboxed compilers' file-size limit, and 16 times it their output folder's disk limit."""
+    max_cache_bytes: int | None = 20 * 2**30
+    """Bound on the cache's modules, objects, precompiled headers and ``binding.o`` together; past it
+    the least recently used modules and objects are removed (:func:`cuda_gym.build.store.evict`).
+    ``None``: unbounded."""
+    max_inline_calls: int = 4
+    """Distinct ``load_inline`` calls a single file may make at import; more is the agent's compile
+    failure (each is a build: twelve calls took 406 s to judge)."""
 
 
 @dataclass

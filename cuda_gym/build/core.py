@@ -40,6 +40,7 @@ from cuda_gym.build.store import (
     sha256_hex,
     sweep,
     template,
+    touch,
     work_dir,
 )
 from cuda_gym.build.toolchain import Toolchain, _strip_paths, resolve_arch, toolchain
@@ -204,7 +205,10 @@ def _run_ninja(cmd: list[str], cwd: Path, out: Path, readonly: list[Path], confi
         # Compilers read the snapshot and the cache read-only and write only the output folder.
         build_sb = Sandbox(writable=[out], readonly=[p for p in readonly if p.exists()],
                            mode=getattr(sandbox, "mode", None))
-        limits = Limits(wall_s=config.timeout_s, memory_bytes=config.memory_bytes, output_bytes=4 * 2**20)
+        # No file above the cache's artifact cap can be written (the object of a 200 MiB initialised array
+        # stops the compiler), and the output folder holds at most 16 such files' worth.
+        limits = Limits(wall_s=config.timeout_s, memory_bytes=config.memory_bytes, output_bytes=4 * 2**20,
+                        file_bytes=config.max_artifact_bytes, disk_bytes=16 * config.max_artifact_bytes)
         # No env: the sandbox's own PATH, HOME, TMPDIR, LC_ALL=C and LANG=C are what the compilers need
         # (the compilers are named by absolute path). The host's TMPDIR would point where nvcc cannot write.
         res = build_sb.run(cmd, cwd=cwd, limits=limits)
@@ -245,7 +249,7 @@ def build_workspace(ws: Any, config: BuildConfig | None = None, sandbox: Any = N
     tc = toolchain(ws.flavour, resolve_arch(config) if ws.flavour == "cuda" else "")
     root = cache_root(config)
     root.mkdir(parents=True, exist_ok=True)
-    sweep(root)
+    sweep(root, max_bytes=config.max_cache_bytes)
     pch = ensure_pch(tc, root) if config.use_pch else None
     infra_obj = ensure_infra_object(tc, root)
     with work_dir(root) as work:
@@ -278,6 +282,7 @@ def _link(ws: Any, config: BuildConfig, sandbox: Any, tc: Toolchain, root: Path,
     inputs = tuple(sorted({rel for h in hits for rel in h.deps}))
     target = root / key / SO_NAME
     if target.exists():
+        touch(target)  # recently used: the last the cache bound evicts
         return BuildResult(True, target, "", "", True, time.perf_counter() - started, key, inputs)
     return _compile_and_link(ws, config, sandbox, tc, root, work, snap, plan, infra_obj, started)
 
@@ -301,7 +306,14 @@ def _compile_and_link(ws: Any, config: BuildConfig, sandbox: Any, tc: Toolchain,
     if timed_out:
         log = clean_output(f"build stopped: it ran past {config.timeout_s:.0f} s\n{log}", config.log_limit)
     built = out / SO_NAME
-    if code != 0 or timed_out or not built.exists():
+    too_large = _oversized(out, missing, config) if not timed_out else None
+    if too_large is None and "file size limit exceeded" in raw:
+        too_large = f"a compiler output grew past {_mib(config.max_artifact_bytes)} (the build's file-size limit)"
+    if too_large is not None:
+        log = clean_output(f"{too_large}: a build may store objects and modules up to "
+                           f"{_mib(config.max_artifact_bytes)}; keep large data out of the binary (allocate "
+                           f"and fill tensors at run time)\n{log}", config.log_limit)
+    if code != 0 or timed_out or not built.exists() or too_large is not None:
         if not log.strip():
             log = clean_output(raw or f"ninja failed with exit status {code}", config.log_limit)
         return BuildResult(False, None, log, raw, False, time.perf_counter() - started, _sources_key(tc, snap),
@@ -326,7 +338,26 @@ def _compile_and_link(ws: Any, config: BuildConfig, sandbox: Any, tc: Toolchain,
     target = root / key / SO_NAME
     if not target.exists():
         install(built, target, 0o755)
+    else:
+        touch(target)
     return BuildResult(True, target, log, raw, False, time.perf_counter() - started, key, inputs, compiled)
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB"
+
+
+def _oversized(out: Path, missing: list[Unit], config: BuildConfig) -> str | None:
+    """Which freshly built object or module is above ``config.max_artifact_bytes`` (nothing above it is stored)."""
+    for path, what in [*((out / u.object_name, f"the object of {u.rel}") for u in missing), (out / SO_NAME,
+                                                                                            "the linked module")]:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            continue
+        if size > config.max_artifact_bytes:
+            return f"{what} is {_mib(size)}"
+    return None
+
 
 def _forget_pybind11_module(name: str) -> None:
     """Drop ``name`` from pybind11's per-interpreter module cache (pybind11 >= 3).

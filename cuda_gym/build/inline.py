@@ -24,8 +24,9 @@ import logging
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -296,27 +297,72 @@ def prepare(source: Path, job_dir: Path, flavour: str, config: BuildConfig | Non
     """Record and build every ``load_inline`` call of ``source``; write ``job_dir/inline_modules.json``.
 
     ``ok=False`` with the compiler's log when a call does not compile (the agent's compile error);
-    a file that fails to import before its calls is reported the same way. The manifest maps each
-    call's key to its module path in the build cache (read-only for the candidate). A recording is
-    kept in the build cache by the file's content, so judging the same file again runs nothing but
-    cache lookups.
+    a file that fails to import before its calls is reported the same way, and so is a file making
+    more than ``config.max_inline_calls`` distinct calls. All builds share one deadline,
+    ``config.timeout_s`` from the first build's start (each ninja run gets what is left), so the
+    number of calls cannot multiply the time a verdict takes. The manifest maps each call's key to
+    its module path in the build cache (read-only for the candidate). A recording is kept in the
+    build cache by the file's content, so judging the same file again runs nothing but cache lookups.
     """
     config = config or BuildConfig()
     recording = _cached_recording(Path(source), config, timeout_s, getattr(sandbox, "mode", None))
     if not recording.calls:
         why = recording.error or "it calls torch.utils.cpp_extension.load_inline nowhere at import"
         return Prepared(False, f"no extension was built: {why}", None, [], recording)
+    distinct = list({call.key: call for call in recording.calls}.values())
+    if len(distinct) > config.max_inline_calls:
+        return Prepared(False, f"the file makes {len(distinct)} different load_inline calls at import; at most "
+                        f"{config.max_inline_calls} are built per submission: put all your functions in one "
+                        "load_inline call", None, [], recording)
+    budget = BuildBudget(config)
     results: list[BuildResult] = []
     manifest: dict[str, str] = {}
-    for call in recording.calls:
-        result = build_call(call, flavour, config, sandbox)
+    for call in distinct:
+        step = budget.next_config()
+        if step is None:
+            return Prepared(False, budget.exhausted_message(len(results), len(distinct)), None, results, recording)
+        result = build_call(call, flavour, step, sandbox)
         results.append(result)
         if not result.ok:
-            return Prepared(False, result.log, None, results, recording)
+            log = result.log
+            if budget.spent():
+                log = f"{budget.exhausted_message(len(results) - 1, len(distinct))}\n{log}"
+            return Prepared(False, log, None, results, recording)
         manifest[call.key] = str(result.module_path)
     path = Path(job_dir) / MANIFEST_NAME
     path.write_text(json.dumps(manifest, indent=1))
     return Prepared(True, "", path, results, recording)
+
+
+class BuildBudget:
+    """One wall-clock deadline, ``config.timeout_s`` from creation, shared by several builds.
+
+    :meth:`next_config` is the config for the next build with ``timeout_s`` set to the time left,
+    or ``None`` once less than :attr:`MIN_STEP_S` is left (no build could finish in it).
+    """
+
+    MIN_STEP_S = 1.0
+
+    def __init__(self, config: BuildConfig) -> None:
+        self.config = config
+        self.deadline = time.monotonic() + config.timeout_s
+
+    def left(self) -> float:
+        """Seconds until the deadline (negative past it)."""
+        return self.deadline - time.monotonic()
+
+    def spent(self) -> bool:
+        """Whether the time left is too short for another build."""
+        return self.left() < self.MIN_STEP_S
+
+    def next_config(self) -> BuildConfig | None:
+        """The config for the next build, its ``timeout_s`` the time left; ``None`` when spent."""
+        return None if self.spent() else replace(self.config, timeout_s=self.left())
+
+    def exhausted_message(self, built: int, total: int) -> str:
+        """Why the builds stopped, for the agent's compile log."""
+        return (f"the builds of this file's load_inline calls ran past {self.config.timeout_s:.0f} s together "
+                f"({built} of {total} built): make fewer, smaller extensions")
 
 
 def _cached_recording(source: Path, config: BuildConfig, timeout_s: float, mode: SandboxMode | None) -> Recording:

@@ -7,6 +7,7 @@ Layout under the cache root::
     <key>/cuda_extension.so          a linked module, by module key
     objects/<k[:2]>/<k>.o            a compiled translation unit, by object key
     objects/manifests/<m>.json       per unit and source content: the dependency sets seen, each with its object
+    inline/<k>.json                  single files' recorded load_inline calls, by file content
     pch/<digest>/, infra/<digest>/   the precompiled torch header and binding.o, per toolchain
     tmp/<id>/ + tmp/<id>.lock        a build's work folder, alive while its lock is held
     locks/                           flock files
@@ -19,6 +20,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 import subprocess
@@ -42,6 +44,18 @@ creates the lock file, then locks it: the grace period covers that instant)."""
 
 MAX_MANIFEST_ENTRIES = 32
 """Dependency sets remembered per unit and source content (older ones are dropped)."""
+
+EVICT_GRACE_S = 3600.0
+"""Modules and objects used (stored or found) this recently are never evicted: a judge may hold a
+module path between its build and the candidate's import, and a concurrent build may be about to link
+an object it just found. The size bound can be exceeded by what the last hour stored."""
+
+EVICT_EVERY_S = 60.0
+"""Seconds between two eviction walks of one cache root in one process."""
+
+EVICT_TO = 0.9
+"""Eviction stops once the cache is below this fraction of its bound (not one file under it, so the
+next few builds do not each walk and evict again)."""
 
 
 def cache_root(config: BuildConfig | None = None) -> Path:
@@ -97,6 +111,12 @@ def install(src: Path, dest: Path, mode: int = 0o644) -> None:
         raise
 
 
+def touch(path: Path) -> None:
+    """Mark a cached module or object as just used (its mtime: what :func:`evict` orders by)."""
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
 def write_json_atomic(path: Path, data: object) -> None:
     """Write ``data`` as JSON to ``path`` through a temporary name and ``os.replace``."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,17 +154,22 @@ def work_dir(root: Path) -> Iterator[Path]:
 
 
 _SWEPT_FILES: set[Path] = set()
+_LAST_EVICTION: dict[Path, float] = {}
 
 
-def sweep(root: Path, *, now: float | None = None) -> list[Path]:
-    """Remove what interrupted builds left: work folders nobody holds, ``.tmp-*`` files, old PCH temporaries.
+def sweep(root: Path, *, now: float | None = None, max_bytes: int | None = None) -> list[Path]:
+    """Tidy the cache: remove what interrupted builds left (work folders nobody holds, ``.tmp-*`` files,
+    old PCH temporaries) and, with ``max_bytes``, bound its size (:func:`evict`).
 
     Returns what was removed. Work folders are checked on every call (one listing of ``tmp/``); the
     stray ``.tmp-*`` files of killed installs once per process and cache root (that walk grows with
-    the cache).
+    the cache); the size at most every :data:`EVICT_EVERY_S` seconds per process and cache root.
     """
     now = time.time() if now is None else now
     removed: list[Path] = []
+    if max_bytes is not None and now - _LAST_EVICTION.get(root, -math.inf) >= EVICT_EVERY_S:
+        _LAST_EVICTION[root] = now
+        removed += evict(root, max_bytes, now=now)
     tmp = root / "tmp"
     if tmp.is_dir():
         for lock in tmp.glob("*.lock"):
@@ -176,6 +201,58 @@ def sweep(root: Path, *, now: float | None = None) -> list[Path]:
                     removed.append(path)
     if removed:
         logger.info("removed %d stale build temporaries under %s", len(removed), root)
+    return removed
+
+
+def _cache_files(root: Path) -> tuple[list[tuple[float, int, Path]], int]:
+    """``(evictable, kept_bytes)``: modules and objects as (mtime, size, path), and the bytes of the
+    precompiled headers and ``binding.o`` (counted against the bound, never evicted: every build needs them)."""
+    evictable: list[tuple[float, int, Path]] = []
+    for pattern in ("*/" + "cuda_extension.so", "objects/*/*.o"):
+        for path in root.glob(pattern):
+            with contextlib.suppress(OSError):
+                st = path.lstat()
+                evictable.append((st.st_mtime, st.st_size, path))
+    kept = 0
+    for pattern in ("pch/*/*", "infra/*/*"):
+        for path in root.glob(pattern):
+            with contextlib.suppress(OSError):
+                kept += path.lstat().st_size
+    return evictable, kept
+
+
+def evict(root: Path, max_bytes: int, *, now: float | None = None, grace_s: float = EVICT_GRACE_S) -> list[Path]:
+    """Remove the least recently used modules and objects until the cache holds at most ``max_bytes``.
+
+    Used means stored or found by a build (:func:`touch`); the order is by mtime, oldest first, down
+    to :data:`EVICT_TO` of the bound. Nothing used in the last ``grace_s`` seconds is removed. A
+    removed object is compiled again by the next build that needs it (its manifest entry then
+    points at nothing, which :meth:`ObjectStore.lookup` reads as a miss); a removed module is linked
+    again. Returns the removed files.
+    """
+    now = time.time() if now is None else now
+    evictable, kept = _cache_files(root)
+    total = kept + sum(size for _, size, _ in evictable)
+    if total <= max_bytes:
+        return []
+    removed: list[Path] = []
+    for mtime, size, path in sorted(evictable):
+        if total <= max_bytes * EVICT_TO:
+            break
+        if now - mtime < grace_s:
+            continue
+        try:
+            path.unlink()
+        except OSError:
+            continue
+        total -= size
+        removed.append(path)
+        if path.name == "cuda_extension.so":
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()
+    if removed:
+        logger.info("build cache %s above %d bytes: evicted %d least recently used files", root, max_bytes,
+                    len(removed))
     return removed
 
 
@@ -316,6 +393,7 @@ class ObjectStore:
                     all(tuple(names.get(base, ())) == tuple(paths) for base, paths in seen.items()):
                 obj = self._object(entry.get("object", ""))
                 if obj.is_file():
+                    touch(obj)
                     return Hit(entry["object"], obj, dict(deps))
         return None
 
@@ -328,6 +406,8 @@ class ObjectStore:
         obj = self._object(key)
         if not obj.is_file():
             install(built, obj)
+        else:
+            touch(obj)
         path = self._manifest(unit)
         try:
             entries = json.loads(path.read_text())
