@@ -242,6 +242,9 @@ B6_BYPASSES = [
     ('#define J(x) P ## x\nvoid f() { J(yRun_SimpleString)("x"); }\n', "native-python"),
     ("#define RUN P ## yRun_SimpleString\nvoid f() { RUN(\"x\"); }\n", "native-python"),
     ("#define M(a, b) a##b\nvoid f(at::Tensor x) { auto y = x.M(re, lu)(); }\n", "native-python"),
+    ("int x;\r#define J(a, b) a ## b\rvoid f() { J(Py, Run_SimpleString)(\"x\"); }\n", "native-python"),
+    ("\f#\vdefine J(a, b) a ## b\n", "native-python"),
+    ("void f() { Py\\  \nRun_SimpleString(\"x\"); }\n", "native-python"),  # blanks after the backslash
     ('_Pragma("GCC optimize(\\"fast-math\\")")\nvoid f() {}\n', "precision"),
     ('#define FAST _Pragma("GCC optimize(\\"Ofast\\")")\nFAST\n', "precision"),
     ('#define P(x) _Pragma(#x)\nP(GCC optimize("fast-math"))\n', "include"),
@@ -310,8 +313,11 @@ def test_the_compiler_reads_digraphs_and_not_trigraphs_with_the_build_standard(t
     if cxx is None:
         pytest.skip("no C++ compiler")
     src = tmp_path / "d.cpp"
-    src.write_text("%:define JOIN(a, b) a %:%: b\nint JOIN(Py, Run) = 1;\n??=define TRI 1\n")
+    src.write_bytes(b"%:define JOIN(a, b) a %:%: b\nint JOIN(Py, Run) = 1;\n??=define TRI 1\n"
+                    b"int x;\r\f#\vdefine CR 2\nint Py\\  \nSplice = CR;\n")
     out = subprocess.run([cxx, "-std=c++20", "-E", "-P", str(src)], capture_output=True, text=True).stdout
-    assert "int PyRun = 1;" in out and "??=define TRI 1" in out
-    nc, code = strip_cpp(src.read_text())
-    assert nc.splitlines()[0] == "#define JOIN(a, b) a ## b" and code.count("\n") == 3
+    assert "int PyRun = 1;" in out and "??=define TRI 1" in out and "int PySplice = 2;" in out, out
+    nc, code = strip_cpp(src.read_bytes().decode())
+    lines = nc.split("\n")  # not splitlines: it splits at \f and \v too
+    assert lines[0] == "#define JOIN(a, b) a ## b" and lines[4] == "\f#\vdefine CR 2"
+    assert lines[5].startswith("int PySplice = CR;") and code.count("\n") == 7  # a lone CR ends a line

@@ -28,7 +28,7 @@ _OTHER_LIBS = re.compile(r"\b(cblas_\w+|mkl_\w+|cufft\w+|cusparse\w+|cusolver\w+
 _EXTRA_COMPUTE = frozenset({"matmul", "mm", "bmm", "addmm", "conv2d", "softmax", "relu", "sigmoid", "tanh", "sum",
                             "mean", "exp", "log", "sqrt", "pow", "abs", "clamp", "max", "min", "norm", "where",
                             "gelu"})
-_DIRECTIVE = re.compile(r"(?m)^[ \t]*#[ \t]*(\w+)(.*)$")
+_DIRECTIVE = re.compile(r"(?m)^[ \t\f\v]*#[ \t\f\v]*(\w+)(.*)$")
 _PRAGMA_OPERATOR = re.compile(r"\b_Pragma\s*\(")
 _SYSTEM_HEADER = re.compile(r"^[\w./+-]+$")
 

@@ -21,22 +21,30 @@ Identifiers and numbers are matched only so that a prefix (``u8"``, ``LR"``) or 
 (``1'000``) is read as the compiler reads it, not as the start of a literal."""
 
 
+_SPLICE = re.compile(r"\\[ \t\f\v]*\n")
+_SPLICE_END = re.compile(r"\\[ \t\f\v]*$")
+"""A backslash ending a line; GCC also splices when blanks stand between it and the newline (with a
+warning): ``Py\\`` + two spaces + newline + ``Run_SimpleString`` is one name to it."""
+
+
 def join_splices(text: str) -> str:
-    """``text`` with every backslash-newline removed, as the compiler's phase 2 does.
+    """``text`` with every backslash-newline (blanks between them allowed) removed, as the compiler's phase 2 does.
 
     The removed newlines are put back after the end of the logical line, so that line numbers of
     later lines do not move (a token after a splice is reported on the line where its logical line
-    starts). ``\\r\\n`` line ends are read as ``\\n``.
+    starts). ``\\r\\n`` and a lone ``\\r`` end a line, as they do for GCC (``int x;\\r#define ...`` is a
+    directive to it).
     """
-    text = text.replace("\r\n", "\n")
-    if "\\\n" not in text:
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if not _SPLICE.search(text):
         return text
     lines = text.split("\n")
     out: list[str] = []
     buf: list[str] = []
     for i, line in enumerate(lines):
-        if line.endswith("\\") and i < len(lines) - 1:
-            buf.append(line[:-1])
+        splice = _SPLICE_END.search(line)
+        if splice and i < len(lines) - 1:
+            buf.append(line[:splice.start()])
             continue
         out.append("".join(buf) + line + "\n" * len(buf))
         buf = []

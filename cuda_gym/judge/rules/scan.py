@@ -21,7 +21,7 @@ from cuda_gym.judge.rules.cpp_checks import include_target
 from cuda_gym.judge.rules.lexer import line_of, strip_cpp
 from cuda_gym.judge.rules.policy import INFRA_FILES, MAX_SOURCE_BYTES, SKIP_PY, SOURCE_SUFFIXES
 
-_INCLUDE = re.compile(r"(?m)^[ \t]*#[ \t]*(?:include|include_next|import)\b(.*)$")
+_INCLUDE = re.compile(r"(?m)^[ \t\f\v]*#[ \t\f\v]*(?:include|include_next|import)\b(.*)$")
 
 
 @dataclass
