@@ -39,7 +39,7 @@ from cuda_gym.judge.messages import (
 )
 from cuda_gym.judge.plausibility import implausible, noise_note, noisy, timing_from
 from cuda_gym.judge.result import JudgeResult, KernelStat, Mode, Timing, TrialResult, Violation
-from cuda_gym.judge.rules import check_submission
+from cuda_gym.judge.rules import check_recorded_calls, check_submission
 from cuda_gym.judge.worker_client import ReferenceWorker
 from cuda_gym.paths import cache_dir
 from cuda_gym.sandbox import Sandbox
@@ -403,6 +403,12 @@ class Judge:
             sandbox=Sandbox(writable=[]),
             timeout_s=self.config.timeout_s,
         )
+        if self.config.static_rules:  # what the calls really compile, however Python computed their sources
+            try:
+                result.violations.extend(check_recorded_calls(built.recording, sub.flavour))
+            except Exception as exc:  # noqa: BLE001 - a checker crash must not pass a submission silently
+                log.exception("the recorded load_inline calls' check crashed")
+                raise JudgeError(f"the static checker failed on this submission's load_inline calls: {exc}") from exc
         if not built.recording.calls and not built.recording.error:
             # No extension at all (a PyTorch-only ModelNew): nothing to build; any later load_inline is refused.
             empty = job_dir / "inline_modules.json"
