@@ -7,35 +7,9 @@ from pathlib import Path
 from cuda_gym.build.inline import InlineCall, record_calls
 from cuda_gym.judge.rules import check_python, check_recorded_calls
 
-# Red team B4's file: the source reaches load_inline through str.replace, so the AST pass cannot
-# read it; the C++ runs at::mul + relu_ under a guard that hides them from the TorchDispatchMode audit.
-B4 = '''
-import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-SRC = """
-#include <torch/extension.h>
-torch::Tensor scale_relu(torch::Tensor x, double s) {
-    c10::impl::ExcludeDispatchKeyGuard guard(c10::DispatchKeySet(c10::DispatchKey::Python) |
-                                             c10::DispatchKeySet(c10::DispatchKey::PythonTLSSnapshot));
-    auto y = at::mul(x, s);
-    y.relu_();
-    return y;
-}
-"""
-
-ext = load_inline(name="scale_relu_ext", cpp_sources=SRC.replace("\\r", ""), functions=["scale_relu"])
-
-
-class ModelNew(nn.Module):
-    def __init__(self, scale):
-        super().__init__()
-        self.scale = float(scale)
-
-    def forward(self, x):
-        return ext.scale_relu(x, self.scale)
-'''
+# Red team B4's file (tests/adversarial/singles): the source reaches load_inline through str.replace, so
+# the AST pass cannot read it; the C++ runs at::mul + relu_ under a guard that hides them from the audit.
+B4 = (Path(__file__).resolve().parent / "adversarial" / "singles" / "computed_inline_source.py").read_text()
 
 HONEST_CPP = """
 #include <torch/extension.h>
