@@ -289,15 +289,14 @@ class HostArena:
 
     def __init__(self, size: int, fd: int | None = None) -> None:
         self.size = max(int(size), mmap.PAGESIZE)
-        fd_given = fd
+        self.owned = fd is None
+        """Whether the arena made its fd (the driver's): then :meth:`close` closes it too."""
         if fd is None:
             fd = os.memfd_create("cuda_gym_inputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             os.ftruncate(fd, self.size)
             # Sealed before the server gets it: a server that shrank it would make the driver's next
             # input copy fault (SIGBUS) in the trusted process.
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
-        self.owned = fd_given is None
-        """Whether the arena made its fd (the driver's): then :meth:`close` closes it too."""
         self.fd = fd
         self.map = mmap.mmap(fd, self.size)
         self.flat = torch.frombuffer(self.map, dtype=torch.uint8)
@@ -588,8 +587,7 @@ class PeerSegments:
     def attach(self, segments: Sequence[Segment], fds: Sequence[int]) -> None:
         """Import and map the peer's new segments (one fd each, in order); the fds are closed."""
         if len(segments) != len(fds):
-            for fd in fds:
-                os.close(fd)
+            close_fds(fds)
             raise ProtocolError(f"{len(segments)} segments announced with {len(fds)} file descriptors")
         for seg, fd in zip(segments, fds):
             try:
