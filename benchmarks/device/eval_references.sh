@@ -14,11 +14,7 @@ START=$(date +%s)
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 DEADLINE_S="${DEADLINE_S:-450}"
 left() { echo $(( DEADLINE_S - ($(date +%s) - START) )); }
-python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl 2>/dev/null \
-  && export PYTHONPATH=/tmp/site \
-  && python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null || exit 1
-export CUDA_HOME=/usr/local/cuda CUDA_GYM_DATA_DIR="$PWD/.carry/datasets" PYTHONUNBUFFERED=1
-export CUDA_GYM_CACHE_DIR=/tmp/cuda_gym_cache TORCH_CUDA_ARCH_LIST=9.0
+source "$(dirname "$0")/setup.sh"
 SOLUTIONS=baselines/solutions/cuda
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv

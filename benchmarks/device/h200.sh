@@ -5,11 +5,7 @@
 #   on nvidia-h200-x2: CUDA_GYM_TEST_GPUS=0,1 PYTEST_ARGS='-n 2' gives each pytest-xdist worker its own GPU
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl 2>/dev/null \
-  && export PYTHONPATH=/tmp/site \
-  && python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null || exit 1
-export CUDA_HOME=/usr/local/cuda CUDA_GYM_DATA_DIR="$PWD/.carry/datasets" PYTHONUNBUFFERED=1
-export CUDA_GYM_CACHE_DIR=/tmp/cuda_gym_cache TORCH_CUDA_ARCH_LIST=9.0
+source "$(dirname "$0")/setup.sh"
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
   python3 -c "import torch,sys;print('python',sys.version.split()[0],'torch',torch.__version__,'cuda',torch.version.cuda)"

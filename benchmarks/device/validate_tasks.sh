@@ -15,10 +15,7 @@
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 T0=$(date +%s)
-python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl 2>/dev/null \
-  && export PYTHONPATH=/tmp/site \
-  && python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null || exit 1
-export CUDA_HOME=/usr/local/cuda CUDA_GYM_DATA_DIR="$PWD/.carry/datasets" PYTHONUNBUFFERED=1
+source "$(dirname "$0")/setup.sh"
 export CUDA_GYM_CACHE_DIR=/tmp/cuda_gym_cache TORCHINDUCTOR_COMPILE_THREADS=1
 for f in .carry/validation/*.jsonl; do [[ -f "$f" ]] && cp "$f" "$OUT/"; done
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc
