@@ -189,3 +189,20 @@ def test_compile_rule_on_a_tiny_task() -> None:
     task = get_task("builtin/fused_bias_gelu", size="small")
     (record,) = validate_tasks([task], ValidationConfig(device="cpu", rules="eager,compile", timeout_s=300))
     assert record.rules["compile"].status == "pass", record.to_json()
+
+
+@pytest.mark.gpu
+def test_validation_on_a_gpu_runs_every_rule(tmp_path: Path) -> None:
+    """On a CUDA device a fresh worker's first task passes eager (the allocator's statistics were read before
+    CUDA was initialized in the worker: every task of the H200 run of 2026-12-02 failed "Invalid device
+    argument") and the runtime rules run; the crafted constant task still fails ``varies``."""
+    tasks = [get_task("builtin/fused_bias_gelu", size="small"), BAD["constant"]]
+    config = ValidationConfig(device="cuda:0", rules=RULES + ",timing", min_ms=0.0, memory_budget_gib=1.0,
+                              jobs=1, timeout_s=120)
+    records = {r.task_id: r for r in validate_tasks(tasks, config, report=tmp_path / "report.jsonl")}
+    good = records["builtin/fused_bias_gelu"]
+    assert {rule: good.rules[rule].status for rule in ("eager", "deterministic", "varies", "timing")} == \
+        dict.fromkeys(("eager", "deterministic", "varies", "timing"), "pass"), good.rules
+    assert good.facts.get("peak_bytes", 0) > 0
+    assert status(records, "custom/constant", "eager") == "pass"
+    assert status(records, "custom/constant", "varies") == "fail"

@@ -409,6 +409,7 @@ class _Checker:
         seeds = [cfg.input_seed + i for i in range(cfg.seeds)]
         with self._device_section():
             if cuda:
+                torch.cuda.init()  # the allocator's statistics exist once CUDA is initialized ("Invalid device argument")
                 torch.cuda.reset_peak_memory_stats(dev)
             try:
                 model = build()
