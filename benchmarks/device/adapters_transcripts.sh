@@ -2,11 +2,10 @@
 # One scripted episode through each adapter (TRL, OpenEnv, verl) on CudaKernel-Builtin-v0; transcripts under $OUT.
 #   carry: [".whl"]  (.whl: ../shared/device/wheels.sh plus the OpenEnv wheels, see docs/adapters.md "On the H200")
 #   usage: bash benchmarks/device/adapters_transcripts.sh      (about 3-5 minutes on the H200)
+#   verl needs Ray, whose wheel is over one call's carry: benchmarks/device/ray_wheel.sh brings it in two calls.
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl 2>/dev/null \
-  && export PYTHONPATH=/tmp/site \
-  && python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null || exit 1
+source "$(dirname "$0")/setup.sh"
 export CUDA_HOME=/usr/local/cuda PYTHONUNBUFFERED=1 CUDA_GYM_CACHE_DIR=/tmp/cuda_gym_cache TORCH_CUDA_ARCH_LIST=9.0
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv
   python3 -c "import torch,sys;print('python',sys.version.split()[0],'torch',torch.__version__,'cuda',torch.version.cuda)"
