@@ -160,6 +160,8 @@ def test_honest_single_file_passes_with_timings_and_cached_baselines(judge: Judg
     # trusted times: the round trip minus the overhead calibrated before the submission loaded
     assert res.candidate.overhead_ms > 0 and res.candidate.host_median_ms >= res.candidate.median_ms
     assert JudgeResult.from_dict(json.loads(res.to_json())).to_info()["candidate_ms"] == pytest.approx(info["candidate_ms"])
+    # what the CPUs did during the timing run (diagnostics of the clock, from /proc/stat)
+    assert 0.0 <= res.diagnostics["cpu_steal"] <= 1.0 and res.diagnostics["cpu_others_busy"] > 0.0, res.diagnostics
     # The second evaluation takes both baselines from the on-disk cache.
     again = judge.evaluate(task, solution=cases.HONEST, mode="full")
     assert again.passed

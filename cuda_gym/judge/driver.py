@@ -34,6 +34,7 @@ import torch
 
 from cuda_gym.errors import JudgeError, ProtocolError, SandboxError
 from cuda_gym.judge import harness
+from cuda_gym.judge.cpu_load import smt_siblings
 from cuda_gym.judge.messages import Calibrate, Call, Hello, Load, Loaded, Reply, Shutdown, TensorRef, Value, encode
 from cuda_gym.judge.transport import (
     Channel,
@@ -390,6 +391,11 @@ class ServerSession:
 
     # ------------------------------------------------------------------ trusted observations
 
+    @property
+    def timing_cores(self) -> tuple[int, ...]:
+        """The driver's and the server's timing CPUs (``timing_cpus``); empty when the session is not pinned."""
+        return self._cores or ()
+
     def threads(self) -> int:
         """OS threads of the server process (``/proc``)."""
         try:
@@ -628,25 +634,11 @@ def timing_cpus(lane: int) -> tuple[int, int] | None:
     while free and len(picked) < 2 * (lane + 1):
         cpu = free.pop(0)
         picked.append(cpu)
-        siblings = _siblings(cpu)
+        siblings = smt_siblings(cpu)
         free = [c for c in free if c not in siblings]
     if len(picked) < 2 * (lane + 1):
         return None
     return picked[2 * lane], picked[2 * lane + 1]
-
-
-def _siblings(cpu: int) -> set[int]:
-    """The CPUs sharing ``cpu``'s physical core (SMT siblings), from sysfs; ``{cpu}`` when unknown."""
-    try:
-        text = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text().strip()
-    except OSError:
-        return {cpu}
-    out: set[int] = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        if lo.isdigit():
-            out.update(range(int(lo), int(hi or lo) + 1))
-    return out | {cpu}
 
 
 def _parts(t0: float, marks: Sequence[float], t_reply: float, t_mapped: float, t1: float) -> tuple[float, ...]:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import torch
 
-from cuda_gym.judge import harness
+from cuda_gym.judge import cpu_load, harness
 from cuda_gym.judge.baselines import inductor_cache
 from cuda_gym.judge.compare import compare_outputs, constant_would_pass
 from cuda_gym.judge.driver import PARTS, CallResult, ServerSession, ServerSpec
@@ -189,8 +189,9 @@ class Driver:
         from cuda_gym.paths import package_pythonpath
 
         env = {"PYTHONPATH": package_pythonpath(), "TORCH_EXTENSIONS_DIR": str(job_dir / "torch_extensions")}
-        if not self.cuda:
-            env["OMP_WAIT_POLICY"] = "PASSIVE"  # idle pool threads must not burn CPU between calls
+        # Idle pool threads must not burn CPU between calls (CPU: the idle-work check; GPU: a spinning
+        # thread beside the pinned timing CPUs slows the round trips it shares a core with).
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_HOME", "MAX_JOBS"):
             if var in os.environ:
                 env[var] = os.environ[var]
@@ -358,6 +359,7 @@ class Driver:
         new_segments = 0
         busy = 0
         window_ms, most, spent_ms = 1000.0 * s.timed_window_s, max(s.max_timed_calls, s.timed_calls), 0.0
+        load_before = cpu_load.snapshot()
         # at least ``timed_calls``; on a GPU more, until the windows add up to ``timed_window_s``
         while len(raw) < s.timed_calls or (len(raw) < most and spent_ms < window_ms):
             if check:
@@ -377,6 +379,7 @@ class Driver:
             parts.append(res.parts_ms)
             new_segments += res.new_segments
             busy += res.busy
+        load_after = cpu_load.snapshot()
         if raw and busy > max(1, int(0.2 * len(raw))):
             out["violations"].append(
                 (
@@ -403,6 +406,9 @@ class Driver:
             "idle_wall_s": session.idle_wall_s,
             "threads_added": float(session.threads() - session.base_threads),
         }
+        cores = session.timing_cores
+        siblings = {c for core in cores for c in cpu_load.smt_siblings(core)}
+        diagnostics.update(cpu_load.timing_load(load_before, load_after, cores, siblings))
         diagnostics.update(_percentiles(raw, "raw_"))
         diagnostics.update(_percentiles(session.noop_trips, "noop_"))
         diagnostics["timed_calls"] = float(len(raw))

@@ -79,7 +79,9 @@ class ReferenceWorker:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=errlog,
-                env=package_env(),
+                # The driver's own OpenMP pool (its reference computations) must not spin beside the timed
+                # servers after each parallel region: it sleeps at once, as the servers' pools do.
+                env={**package_env(), "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")},
                 start_new_session=True,
             )
         finally:
