@@ -12,7 +12,11 @@ per kind:
 - ``speedup_trusted`` (eager / candidate by the driver's clock) beside ``speedup_events`` (the same from
   the servers' own CUDA events: untrusted, for comparison);
 - ``overhead_ms``: the protocol overhead subtracted per call; ``overhead_s``: evaluation time beyond the
-  timed work.
+  timed work;
+- ``probe_medians_ms`` / ``probe_median_ratio`` (GPU; ``BENCH_JUDGE_PROBE`` calls, default 50, 0: off): the
+  same round trips less the real-call overhead of each server, measured with the task's reference in that
+  server before the candidate loaded (``JudgeConfig.reference_probe_calls``), an experiment beside the
+  no-op calibration that the verdict uses.
 
 The JSON goes to ``$BENCH_OUT`` (or ``benchmarks/results/bench_judge.json``), rewritten after each kind.
 """
@@ -100,7 +104,12 @@ def run(repeats: int = 10, device: str | None = None) -> dict:
     executor = os.environ.get("BENCH_JUDGE_EXECUTOR", "serial")
     summary["executor"] = executor
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = JudgeConfig(device=device, cache_judgements=False, cache_dir=Path(tmp) / "cache")
+        # The reference probe (JudgeConfig.reference_probe_calls): the reference timed in each candidate's
+        # own server before its code loads, so the summary can set a real-call calibration beside the no-op one.
+        probe = int(os.environ.get("BENCH_JUDGE_PROBE", "50" if flavour == "cuda" else "0"))
+        summary["reference_probe_calls"] = probe
+        cfg = JudgeConfig(device=device, cache_judgements=False, cache_dir=Path(tmp) / "cache",
+                          reference_probe_calls=probe)
         for kind, solution in _kinds(flavour):
             results: list = []
 
@@ -113,7 +122,8 @@ def run(repeats: int = 10, device: str | None = None) -> dict:
                 print(f"{kind} {len(results)}/{repeats}: passed={res.passed} {res.seconds:.1f}s "
                       f"median={c.median_ms if c else float('nan'):.4f} ms roundtrip="
                       f"{c.host_median_ms if c else float('nan'):.4f} overhead={c.overhead_ms if c else float('nan'):.4f}"
-                      f" calls={c.trials if c else 0} {res.error[:200]}", flush=True)
+                      f" calls={c.trials if c else 0} probe_overhead="
+                      f"{res.diagnostics.get('probe_ref_overhead_ms', float('nan')):.4f} {res.error[:200]}", flush=True)
 
             try:
                 task, ws = _workspace(flavour, solution, Path(tmp))
@@ -159,6 +169,9 @@ def _kind_summary(task_id: str, results: list) -> dict:
     eager, comp = results[0].eager, results[0].compile
     events = [c.event_median_ms for c in cands]
     overheads = [r.seconds - r.timed_seconds for r in results]
+    # The same round trips with the reference probe's real-call overhead subtracted instead of the no-ops'
+    probed = [c.host_median_ms - r.diagnostics["probe_ref_overhead_ms"]
+              for r, c in zip(results, cands) if "probe_ref_overhead_ms" in r.diagnostics]
     return {
         "task": task_id,
         "failed": len(bad),
@@ -171,6 +184,9 @@ def _kind_summary(task_id: str, results: list) -> dict:
         "eager_overhead_ms": eager.overhead_ms if eager else None,
         "candidate_event_medians_ms": events,
         "overhead_ms_per_call": [c.overhead_ms for c in cands],
+        "probe_medians_ms": probed,
+        "probe_median_ratio": max(probed) / min(probed) if probed and min(probed) > 0 else None,
+        "probe_overhead_ms_per_call": [r.diagnostics.get("probe_ref_overhead_ms") for r in results],
         "diagnostics": [r.diagnostics for r in results],
         "eager_ms": eager.median_ms if eager else None,
         "eager_event_ms": eager.event_median_ms if eager else None,

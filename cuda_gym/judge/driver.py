@@ -166,9 +166,9 @@ class ServerSession:
         """The driver thread's and the server's main thread's CPU sets outside windows."""
         self._pinned_buffers: dict[int, torch.Tensor] = {}
         self.output_leaves = 1
+        """Tensors in the task's output (from the calibration template): how many samples to draw ahead."""
         self.output_limit = OUTPUT_LIMIT_SLACK
         """Bytes all outputs of one answer may take (from the calibration template: ``check_output_ref``)."""
-        """Tensors in the task's output (from the calibration template): how many samples to draw ahead."""
         self.noop_parts: list[tuple[float, ...]] = []
         """``parts_ms`` of the calibration round trips (diagnostics)."""
         self.noop_trips: list[float] = []
@@ -254,6 +254,14 @@ class ServerSession:
         self.resolution_ms = max(0.001, (quartiles[2] - quartiles[0]) / 2)
         self.flush_ms = statistics.median(flushes) if flushes else 0.0
         self.base_threads = self.threads()
+
+    def rebase(self) -> None:
+        """Start the accounting of what the server does afresh after trusted work in it (the reference
+        probe): its threads now are the base, idle time counts from here, and the next real call is again
+        a program's first (unpinned)."""
+        self.base_threads = self.threads()
+        self.idle_cpu_s = self.idle_wall_s = 0.0
+        self._real_calls = 0
 
     def load(self, msg: Load) -> Loaded:
         """Load the program; a dead or hung server is an error ``Loaded``."""

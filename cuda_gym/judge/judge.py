@@ -461,6 +461,7 @@ class Judge:
             held_out=cfg.held_out_shapes,
             timed_window_s=cfg.window_s,
             max_timed_calls=cfg.max_timed_calls,
+            reference_probe_calls=cfg.reference_probe_calls if mode == "full" else 0,
         )
 
     def _evaluate(

@@ -81,7 +81,7 @@ class ReferenceWorker:
                 stderr=errlog,
                 # The driver's own OpenMP pool (its reference computations) must not spin beside the timed
                 # servers after each parallel region: it sleeps at once, as the servers' pools do.
-                env={**package_env(), "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")},
+                env=package_env({"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}),
                 start_new_session=True,
             )
         finally:
