@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import time
 from pathlib import Path
 
@@ -177,8 +178,10 @@ def test_honest_single_file_passes_with_timings_and_cached_baselines(judge: Judg
     # trusted times: the round trip minus the overhead calibrated before the submission loaded
     assert res.candidate.overhead_ms > 0 and res.candidate.host_median_ms >= res.candidate.median_ms
     assert JudgeResult.from_dict(json.loads(res.to_json())).to_info()["candidate_ms"] == pytest.approx(info["candidate_ms"])
-    # what the CPUs did during the timing run (diagnostics of the clock, from /proc/stat)
-    assert 0.0 <= res.diagnostics["cpu_steal"] <= 1.0 and res.diagnostics["cpu_others_busy"] > 0.0, res.diagnostics
+    # what the CPUs did during the timing run (diagnostics of the clock, from /proc/stat's 10 ms ticks: a run
+    # this short may fall between two ticks, then there is none); unpinned on the CPU: no timing-CPU keys
+    cpu = {k: v for k, v in res.diagnostics.items() if k.startswith("cpu_")}
+    assert set(cpu) <= {"cpu_others_busy", "cpu_steal"} and all(0.0 <= v <= os.cpu_count() for v in cpu.values()), cpu
     # The second evaluation takes both baselines from the on-disk cache.
     again = judge.evaluate(task, solution=cases.HONEST, mode="full")
     assert again.passed

@@ -16,6 +16,7 @@ are advisory: their findings can only hurt the candidate, and native code may si
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import socket
@@ -91,7 +92,13 @@ class Server:
         return Loaded()
 
     def load(self, msg: Load) -> Loaded:
-        """Load the program; errors are reported, never raised."""
+        """Load the program; errors are reported, never raised. A program loaded before (the reference
+        probe's) and its last outputs are dropped first, so that they take no memory from this one."""
+        if self.model is not None:
+            self.model = self.last = None
+            gc.collect()
+            if self.cuda:
+                torch.cuda.empty_cache()
         stage = "import"
         try:
             module = self._import(msg)

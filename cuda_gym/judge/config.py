@@ -158,11 +158,12 @@ class JudgeConfig:
     """Keep job directories after evaluation (for debugging)."""
 
     reference_probe_calls: int = 0
-    """An experiment of the trusted clock (``benchmarks/bench_judge.py``), 0: off. Before a submission loads
-    (full mode), its server runs the task's reference for this many checked calls; with trusted code only
-    in the server, its CUDA events are trustworthy, so the diagnostics' ``probe_ref_overhead_ms`` is what a
-    real call of this very server costs beyond its GPU work. It tells whether such a calibration follows the
-    server-to-server spread that the no-op calibration misses (H200, 2026-12-02); the verdict does not use it."""
+    """An experiment of the trusted clock (``BENCH_JUDGE_PROBE`` of ``benchmarks/bench_judge.py``), 0: off.
+    Before a submission loads (full mode), its server runs the task's reference for this many checked
+    calls; with trusted code only in the server, its CUDA events are trustworthy, so the diagnostics'
+    ``probe_ref_overhead_ms`` is what a real call of this very server costs beyond its GPU work. It tells
+    whether such a calibration follows the server-to-server spread that the no-op calibration misses
+    (H200, 2026-12-02); the verdict does not use it."""
 
     warm_servers: int = 0
     """Candidate servers the reference worker keeps started ahead (sandbox entered, torch imported, device

@@ -63,18 +63,20 @@ def snapshot() -> dict[int, CpuTimes]:
 def timing_load(
     before: dict[int, CpuTimes], after: dict[int, CpuTimes], timing: Iterable[int], siblings: Iterable[int]
 ) -> dict[str, float]:
-    """Shares of the interval between two snapshots (``cpu_`` diagnostics; empty if nothing was counted).
+    """Shares of the interval between two snapshots (``cpu_`` diagnostics; empty if nothing was counted; the
+    timing and sibling keys only where there are such CPUs).
 
     ``cpu_timing_busy`` / ``cpu_siblings_busy``: the mean busy share of the timing CPUs and of their SMT
     siblings (a busy sibling slows a timing CPU's core); ``cpu_others_busy``: how many other CPUs' worth of
     work ran; ``cpu_steal`` / ``cpu_timing_steal``: the share of all CPUs' / the timing CPUs' time the
     hypervisor took.
     """
-    delta = {
-        cpu: CpuTimes(a.busy - b.busy, a.idle - b.idle, a.steal - b.steal)
+    delta = {  # clamped at 0: a CPU's idle and iowait counts may step back
+        cpu: CpuTimes(max(0, a.busy - b.busy), max(0, a.idle - b.idle), max(0, a.steal - b.steal))
         for cpu, a in after.items()
-        if (b := before.get(cpu)) is not None and a.total > b.total
+        if (b := before.get(cpu)) is not None
     }
+    delta = {cpu: d for cpu, d in delta.items() if d.total > 0}
     if not delta:
         return {}
     timing_set = {c for c in timing if c in delta}
@@ -82,15 +84,16 @@ def timing_load(
     others = set(delta) - timing_set - sibling_set
 
     def mean_share(cpus: set[int], part: str) -> float:
-        if not cpus:
-            return float("nan")
         return sum(getattr(delta[c], part) / delta[c].total for c in cpus) / len(cpus)
 
     total = sum(d.total for d in delta.values())
-    return {
-        "cpu_timing_busy": mean_share(timing_set, "busy"),
-        "cpu_siblings_busy": mean_share(sibling_set, "busy"),
+    load = {
         "cpu_others_busy": sum(delta[c].busy / delta[c].total for c in others),
         "cpu_steal": sum(d.steal for d in delta.values()) / total,
-        "cpu_timing_steal": mean_share(timing_set, "steal"),
     }
+    if timing_set:  # left out, not NaN, where there is nothing to average (unpinned, no SMT)
+        load["cpu_timing_busy"] = mean_share(timing_set, "busy")
+        load["cpu_timing_steal"] = mean_share(timing_set, "steal")
+    if sibling_set:
+        load["cpu_siblings_busy"] = mean_share(sibling_set, "busy")
+    return load

@@ -257,10 +257,12 @@ class ServerSession:
 
     def rebase(self) -> None:
         """Start the accounting of what the server does afresh after trusted work in it (the reference
-        probe): its threads now are the base, idle time counts from here, and the next real call is again
-        a program's first (unpinned)."""
-        self.base_threads = self.threads()
+        probe): idle time counts from here, and the next real call is again a program's first (unpinned).
+        The thread base stays the calibration's: threads the trusted work started count against the
+        submission's allowance as if it had started them (it would, running the same kind of work)."""
         self.idle_cpu_s = self.idle_wall_s = 0.0
+        if self._idle_mark is not None:
+            self._open_idle()
         self._real_calls = 0
 
     def load(self, msg: Load) -> Loaded:

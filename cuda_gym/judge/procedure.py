@@ -98,7 +98,10 @@ class Driver:
         out: dict[str, Any] = {"stage": "start", "violations": []}
         try:
             self._open(session, task, s)
-            probe = self._reference_probe(task, session, s, req.job_dir) if s.reference_probe_calls else {}
+            probe: dict[str, float] = {}
+            if s.reference_probe_calls:
+                with self.quiet():  # like the timed calls: warm servers still booting must not run meanwhile
+                    probe = self._reference_probe(task, session, s, req.job_dir)
             out["stage"] = "import"
             loaded = session.load(
                 self._load(

@@ -57,6 +57,14 @@ class ReferenceWorker:
         """Whether the process is running."""
         return self.proc is not None and self.proc.poll() is None
 
+    def _omp(self) -> dict[str, str]:
+        """On a GPU the driver's own OpenMP pool (its few CPU operations) must not spin beside the pinned timing
+        CPUs after each parallel region: it sleeps at once, as the servers' pools do. On the CPU the driver
+        computes every reference output there and keeps OpenMP's default (a short spin, then sleep)."""
+        if self.device.startswith("cuda") and "OMP_WAIT_POLICY" not in os.environ:
+            return {"OMP_WAIT_POLICY": "PASSIVE"}
+        return {}
+
     def start(self) -> None:
         """Start the process (if needed) and read its fingerprint."""
         if self.alive:
@@ -79,9 +87,7 @@ class ReferenceWorker:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=errlog,
-                # The driver's own OpenMP pool (its reference computations) must not spin beside the timed
-                # servers after each parallel region: it sleeps at once, as the servers' pools do.
-                env=package_env({"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}),
+                env=package_env(self._omp()),
                 start_new_session=True,
             )
         finally:
