@@ -13,7 +13,7 @@ per kind:
   the servers' own CUDA events: untrusted, for comparison);
 - ``overhead_ms``: the protocol overhead subtracted per call; ``overhead_s``: evaluation time beyond the
   timed work;
-- ``probe_medians_ms`` / ``probe_median_ratio`` (GPU; ``BENCH_JUDGE_PROBE`` calls, default 50, 0: off): the
+- ``probe_medians_ms`` / ``probe_median_ratio`` (GPU; ``BENCH_JUDGE_PROBE`` calls, default 0: off): the
   same round trips less the real-call overhead of each server, measured with the task's reference in that
   server before the candidate loaded (``JudgeConfig.reference_probe_calls``), an experiment beside the
   no-op calibration that the verdict uses.
@@ -38,9 +38,16 @@ ROOT = HERE.parent
 
 
 def _kinds(flavour: str) -> list[tuple[str, str | None]]:
-    if flavour == "cpu":
-        return [("memory-bound", None)]
-    return [("memory-bound", None), ("gemm-epilogue", "cuda_kb_gemm_mul_leakyrelu"), ("short", "cuda_row_softmax")]
+    """The kinds to judge: all of the flavour's, or those named in ``BENCH_JUDGE_KINDS`` (comma-separated;
+    one device call of 10 minutes holds about two kinds of 10 repeats)."""
+    kinds: list[tuple[str, str | None]] = [("memory-bound", None)]
+    if flavour != "cpu":
+        kinds += [("gemm-epilogue", "cuda_kb_gemm_mul_leakyrelu"), ("short", "cuda_row_softmax")]
+    chosen = [k.strip() for k in os.environ.get("BENCH_JUDGE_KINDS", "").split(",") if k.strip()]
+    unknown = sorted(set(chosen) - {name for name, _ in kinds})
+    if unknown:
+        raise SystemExit(f"BENCH_JUDGE_KINDS: unknown kind(s) {unknown}; this device has {[n for n, _ in kinds]}")
+    return [k for k in kinds if not chosen or k[0] in chosen]
 
 
 SHORT_SIZE = {"batch": 32768, "dim": 1024}
@@ -106,7 +113,8 @@ def run(repeats: int = 10, device: str | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         # The reference probe (JudgeConfig.reference_probe_calls): the reference timed in each candidate's
         # own server before its code loads, so the summary can set a real-call calibration beside the no-op one.
-        probe = int(os.environ.get("BENCH_JUDGE_PROBE", "50" if flavour == "cuda" else "0"))
+        # Off by default: the servers of the figure the target is about must be the verdicts' servers.
+        probe = int(os.environ.get("BENCH_JUDGE_PROBE", "0"))
         summary["reference_probe_calls"] = probe
         cfg = JudgeConfig(device=device, cache_judgements=False, cache_dir=Path(tmp) / "cache",
                           reference_probe_calls=probe)

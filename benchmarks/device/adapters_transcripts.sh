@@ -6,7 +6,6 @@
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 source "$(dirname "$0")/setup.sh"
-export CUDA_HOME=/usr/local/cuda PYTHONUNBUFFERED=1 CUDA_GYM_CACHE_DIR=/tmp/cuda_gym_cache TORCH_CUDA_ARCH_LIST=9.0
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv
   python3 -c "import torch,sys;print('python',sys.version.split()[0],'torch',torch.__version__,'cuda',torch.version.cuda)"
 } > "$OUT/env.txt" 2>&1

@@ -45,7 +45,10 @@ for group in "$@"; do
   if (( budget < 45 )); then echo "== $group: skipped, $(left) s left" | tee -a "$ROOT_OUT/stages.txt"; continue; fi
   IFS=+ read -ra members <<< "$group"
   if (( ${#members[@]} == 1 )); then run_stage "$group" "$budget"; continue; fi
-  for stage in "${members[@]}"; do run_stage "$stage" "$budget" > "$ROOT_OUT/$stage.summary.tmp" 2>&1 & done
+  # each its own judge caches: baselines measured beside the other stages must not serve a later timing stage
+  for stage in "${members[@]}"; do
+    CUDA_GYM_CACHE_DIR="/tmp/cuda_gym_cache_$stage" run_stage "$stage" "$budget" > "$ROOT_OUT/$stage.summary.tmp" 2>&1 &
+  done
   wait
   for stage in "${members[@]}"; do cat "$ROOT_OUT/$stage.summary.tmp"; rm -f "$ROOT_OUT/$stage.summary.tmp"; done
 done

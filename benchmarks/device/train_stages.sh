@@ -4,7 +4,7 @@
 # report. Everything lands under $OUT as it is produced; at most about 7.5 minutes (the pipeline is stopped at TRAIN_LIMIT_S; what finished is reported).
 #   carry: [".whl"]   (.whl from ../shared/device/wheels.sh: gymnasium and friends)
 #   usage: bash benchmarks/device/train_stages.sh      env: TRAIN_LIMIT_S (default 300) or TRAIN_DEADLINE_S (the
-#          whole script's seconds: the pipeline gets what the demo left), DEMO_LIMIT_S (300), EXECUTOR (an
+#          whole script's seconds: the pipeline gets what the demo left), DEMO_LIMIT_S (300, at most TRAIN_DEADLINE_S - 120), EXECUTOR (an
 #          env `executor=` value passed through env_kwargs, e.g. "local"; default: none, each env its judge)
 # The chain: warmup (single-turn PPO; a random model writes no solution: all -1) -> rft (SFT on the
 # recorded episodes of the shipped honest demo solution until the random model replays it) ->
@@ -15,6 +15,11 @@ OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 source "$(dirname "$0")/setup.sh"
 export CUDA_HOME=/usr/local/cuda PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 RUN=/tmp/train_run
+rm -rf "$RUN"  # a warm machine keeps /tmp: never resume another call's run
+DEMO_LIMIT_S="${DEMO_LIMIT_S:-300}"
+if [[ -n "${TRAIN_DEADLINE_S:-}" ]] && (( DEMO_LIMIT_S > TRAIN_DEADLINE_S - 120 )); then
+  DEMO_LIMIT_S=$(( TRAIN_DEADLINE_S - 120 > 60 ? TRAIN_DEADLINE_S - 120 : 60 ))
+fi
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   python3 -c "import torch,transformers,sys;print('python',sys.version.split()[0],'torch',torch.__version__,'transformers',transformers.__version__)"
@@ -71,16 +76,20 @@ TOML
 
 echo "== demo trajectories (the honest shipped solution, write + submit)"
 # A fresh machine builds the demo's extension and measures its baselines first: 2-3 minutes on the H200.
-timeout -s INT "${DEMO_LIMIT_S:-300}" python3 benchmarks/bench_train.py demo CudaKernel-Builtin-v0 "$OUT/demo.jsonl" --episodes 1 \
+timeout -s INT "$DEMO_LIMIT_S" python3 benchmarks/bench_train.py demo CudaKernel-Builtin-v0 "$OUT/demo.jsonl" --episodes 1 \
   > "$OUT/demo.log" 2>&1; tail -3 "$OUT/demo.log"
 
 echo "== cuda-gym train pipeline"
 start=$(date +%s)
 if [[ -n "${TRAIN_DEADLINE_S:-}" ]]; then  # what the demo left of the stage's deadline, less a minute for the report
-  TRAIN_LIMIT_S=$(( TRAIN_DEADLINE_S - (start - SCRIPT_START) - 60 )); (( TRAIN_LIMIT_S < 60 )) && TRAIN_LIMIT_S=60
+  TRAIN_LIMIT_S=$(( TRAIN_DEADLINE_S - (start - SCRIPT_START) - 60 ))
 fi
-timeout -s INT "${TRAIN_LIMIT_S:-300}" cuda-gym train pipeline --config "$OUT/train.toml" > "$OUT/train.log" 2>&1
-echo "rc=$? after $(( $(date +%s) - start )) s"; tail -15 "$OUT/train.log"
+if (( ${TRAIN_LIMIT_S:-300} < 60 )); then
+  echo "skipped: ${TRAIN_LIMIT_S} s left of the stage's deadline"
+else
+  timeout -s INT "${TRAIN_LIMIT_S:-300}" cuda-gym train pipeline --config "$OUT/train.toml" > "$OUT/train.log" 2>&1
+  echo "rc=$? after $(( $(date +%s) - start )) s"; tail -15 "$OUT/train.log"
+fi
 
 for stage in warmup rft value ppo; do
   mkdir -p "$OUT/run/$stage"

@@ -16,7 +16,7 @@ set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 T0=$(date +%s)
 source "$(dirname "$0")/setup.sh"
-export CUDA_GYM_CACHE_DIR=/tmp/cuda_gym_cache TORCHINDUCTOR_COMPILE_THREADS=1
+export TORCHINDUCTOR_COMPILE_THREADS=1
 for f in .carry/validation/*.jsonl; do [[ -f "$f" ]] && cp "$f" "$OUT/"; done
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc
   python3 -c "import torch;print('torch',torch.__version__,'cuda',torch.version.cuda)"; } > "$OUT/env.txt" 2>&1
