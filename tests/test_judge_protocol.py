@@ -10,7 +10,18 @@ import pytest
 import torch
 
 from cuda_gym.errors import JudgeError, ProtocolError
-from cuda_gym.judge.messages import Call, EvaluationReport, Reply, Segment, TensorRef, TrialFacts, Value, decode, encode
+from cuda_gym.judge.messages import (
+    Call,
+    EvaluationReport,
+    Finished,
+    Reply,
+    Segment,
+    TensorRef,
+    TrialFacts,
+    Value,
+    decode,
+    encode,
+)
 from cuda_gym.judge.transport import Channel, HostArena, RemoteMemory, from_value, to_value, view
 
 
@@ -32,6 +43,10 @@ def test_messages_round_trip_and_reject_anything_else() -> None:
     assert issubclass(ProtocolError, JudgeError)  # a protocol failure is the judge's, never the agent's -1
     with pytest.raises(ProtocolError, match="expected Reply"):
         decode(raw, Reply)
+    done = Finished(seq=4, error="", event_ms=0.5, violations=(("thread", "a new thread"),), marks=(1.0, 2.0, 3.0, 4.0))
+    assert decode(encode(done), Finished) == done
+    with pytest.raises(ProtocolError, match="expected Finished"):  # the answer where its end was expected
+        decode(encode(Reply(seq=4)), Finished)
 
 
 def test_values_describe_structures_and_views_respect_offsets() -> None:

@@ -1,4 +1,4 @@
-"""The GPU sample's geometry (``PeerSegments.probe``): pure arithmetic, checked without a GPU."""
+"""The GPU sample's geometry (``PeerSegments.probe``) and the input copy: checked without a GPU."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from cuda_gym.errors import ProtocolError
-from cuda_gym.judge.driver import contiguous_strides
+from cuda_gym.judge.driver import contiguous_strides, copy_bytes
 from cuda_gym.judge.messages import TensorRef
 from cuda_gym.judge.transport import PROBE_ROWS, PROBE_WIDTH, PeerSegments, span_bytes
 
@@ -47,3 +47,22 @@ def test_probe_refuses_a_reference_outside_its_segment() -> None:
         peer.probe(TensorRef("float32", (300,), (1,), 0, 7, 0), 1, 2)
     with pytest.raises(ProtocolError, match="never shared"):
         peer.probe(TensorRef("float32", (3,), (1,), 0, 8, 0), 1, 2)
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        torch.tensor([0.0, -0.0, float("nan"), float("-inf"), 1e-45]),  # signed zeros, NaN payloads, denormals
+        torch.tensor([True, False, True]),
+        torch.randn(3, 5, dtype=torch.complex64),
+        torch.arange(7, dtype=torch.uint8),  # a byte count that is not a multiple of 4
+        torch.randn(6, 4).t(),  # not contiguous: copied elementwise
+        torch.empty(0, 3),
+    ],
+    ids=["float-bits", "bool", "complex", "odd-bytes", "transposed", "empty"],
+)
+def test_an_input_reaches_its_shared_buffer_bit_for_bit(src: torch.Tensor) -> None:
+    dst = torch.empty_like(src, memory_format=torch.preserve_format).zero_()  # the buffer's stale bytes
+    copy_bytes(dst, src)
+    assert dst.stride() == src.stride()
+    assert torch.equal(dst.contiguous().view(torch.uint8), src.contiguous().view(torch.uint8))

@@ -9,7 +9,10 @@ the baselines) and answers ``Call``s until ``Shutdown``.
 
 It never sees a seed, which calls are checked, a reference output or a time. Nothing it sends is
 trusted: the driver reads the bytes its output references point to (CPU: straight out of this
-process's memory; GPU: from the shared pool segments) and times every call by its own clock. The
+process's memory; GPU: from the shared pool segments) and times every call by its own clock (GPU: its
+own CUDA events around the release and the done word, ``transport.StreamFlags``). On a GPU a call is
+enqueued on a stream of the server's behind a wait for the release word, answered (``Reply``: where the
+outputs will be) before it runs, and followed by ``Finished`` once it ran. The
 in-process checks here (ATen audit, memory poisoning, CUDA-event times, tensor-subclass detection)
 are advisory: their findings can only hurt the candidate, and native code may silence them.
 """
@@ -33,8 +36,30 @@ import torch
 from cuda_gym.errors import CandidateError
 from cuda_gym.judge import harness
 from cuda_gym.judge.audit import OpAudit
-from cuda_gym.judge.messages import Calibrate, Call, Hello, Load, Loaded, Reply, Segment, Shutdown, TensorRef
-from cuda_gym.judge.transport import Channel, DevicePool, HostArena, PeerGone, PeerSegments, from_value, to_value
+from cuda_gym.judge.messages import Calibrate, Call, Finished, Hello, Load, Loaded, Reply, Segment, Shutdown, TensorRef
+from cuda_gym.judge.transport import (
+    DONE_WORD,
+    RELEASE_WORD,
+    Channel,
+    DevicePool,
+    HostArena,
+    PeerGone,
+    PeerSegments,
+    StreamFlags,
+    blocking_stream,
+    from_value,
+    to_value,
+)
+
+
+class _Pending:
+    """What the server keeps of a call between its ``Reply`` and its ``Finished``."""
+
+    def __init__(self, seq: int, received: float) -> None:
+        self.seq = seq
+        self.received = self.started = self.finished = self.answered = received
+        self.events: tuple[Any, Any] | None = None
+        self.profile: tuple[tuple[str, int, float], ...] = ()
 
 
 class Server:
@@ -55,6 +80,8 @@ class Server:
         self.poison_bytes = 0
         self.base_py_threads = 0
         self.host_poison: harness.MemoryPoison | None = None
+        self.flags: StreamFlags | None = None  # GPU: the session's release and done words
+        self.stream: Any = None  # GPU: the stream every call's work runs on, behind the release wait
 
     # ------------------------------------------------------------------ messages
 
@@ -70,14 +97,27 @@ class Server:
             elif isinstance(msg, Load):
                 self.channel.send(self.load(msg))
             else:
-                self.channel.send(*self.call(msg, fds, received))
+                reply, send, pending = self.call(msg, fds, received)
+                pending.answered = time.perf_counter()
+                self.channel.send(reply, send)
+                self.channel.send(self.finish(pending))
 
     def calibrate(self, msg: Calibrate, fds: list[int]) -> Loaded:
-        """Keep the CPU input arena (its fd comes with this message) and build the no-op outputs."""
+        """Keep the CPU input arena or the GPU flags (their fd comes with this message), build the no-op
+        outputs."""
         if not self.cuda:
             if len(fds) != 1:
                 return Loaded(error=f"expected the input arena's file descriptor, got {len(fds)}", stage="calibrate")
             self.arena = HostArena(os.fstat(fds[0]).st_size, fd=fds[0])
+        else:
+            assert self.peer is not None
+            if msg.flags is None:
+                for fd in fds:
+                    os.close(fd)
+                return Loaded(error="a GPU calibration without the release and done words", stage="calibrate")
+            self.peer.attach(msg.segments, fds)
+            self.flags = StreamFlags(self.peer.tensor(msg.flags).data_ptr())
+            self.stream = blocking_stream(self.device)
         with self._pool():
             self.calibration = from_value(msg.outputs, self._zeros)
         if self.cuda:
@@ -129,9 +169,12 @@ class Server:
         except BaseException as exc:  # noqa: BLE001 - SystemExit from candidate code too
             return Loaded(error=describe(exc, stage), stage=stage, violations=_subclass_violation(exc))
 
-    def call(self, msg: Call, fds: list[int], received: float = 0.0) -> tuple[Reply, list[int]]:
-        """Run one call; the reply and the fds of newly shared segments (``received``: when it arrived)."""
+    def call(self, msg: Call, fds: list[int], received: float = 0.0) -> tuple[Reply, list[int], _Pending]:
+        """Enqueue (GPU) or run (CPU) one call; the reply, the fds of newly shared segments, and what
+        ``finish`` needs (``received``: when the call arrived). On a GPU the done word is written behind
+        the call's work whatever happens, so that the driver's stream never waits for it in vain."""
         self.last = None
+        pending = _Pending(msg.seq, received)
         try:
             if self.peer is not None:
                 self.peer.attach(msg.segments, fds)
@@ -140,56 +183,86 @@ class Server:
                     os.close(fd)
             inputs = [from_value(v, self._input) for v in msg.inputs]
             violations: list[tuple[str, str]] = []
-            event_ms = -1.0
-            profile: tuple[tuple[str, int, float], ...] = ()
-            started = time.perf_counter()
-            if msg.noop:
-                out = self.calibration
-                if self.tick is not None:  # one launch and a synchronization, as every real call has
-                    self.tick.add_(1.0)
-                    harness.synchronize(self.device)
-            elif self.model is None:
-                raise CandidateError("no program is loaded")
-            elif msg.profile:
-                out, profile = self._profiled(inputs)
-            else:
-                out, event_ms, violations = self._run(inputs, msg.audit)
-            finished = time.perf_counter()
-            if threading.active_count() > self.base_py_threads:
-                violations.append(
-                    (
-                        "thread",
-                        f"the submission started {threading.active_count() - self.base_py_threads} Python "
-                        "thread(s); work must finish inside forward on the calling thread",
-                    )
-                )
-            self.last = out
-            refs: list[Segment] = []
-            send: list[int] = []
-            value = to_value(out, lambda t: self._output_ref(t, refs, send))
-            return Reply(
-                seq=msg.seq,
-                outputs=value,
-                segments=tuple(refs),
-                event_ms=event_ms,
-                violations=tuple(violations),
-                profile=profile,
-                marks=(received, started, finished, time.perf_counter()),
-            ), send
+            with self._on_stream():
+                if msg.noop:
+                    out = self.calibration
+                    self._wait_release(pending)
+                    if self.tick is not None:  # one launch, as every real call has
+                        self.tick.add_(1.0)
+                elif self.model is None:
+                    raise CandidateError("no program is loaded")
+                elif msg.profile:
+                    self._wait_release(pending)
+                    out, pending.profile = self._profiled(inputs)
+                else:
+                    out, violations = self._run(inputs, msg.audit, pending)
+                pending.finished = time.perf_counter()
+                self.last = out
+                refs: list[Segment] = []
+                send: list[int] = []
+                value = to_value(out, lambda t: self._output_ref(t, refs, send))
+            self._signal_done(pending)
+            return Reply(seq=msg.seq, outputs=value, segments=tuple(refs), violations=tuple(violations)), send, pending
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the driver
-            return Reply(seq=msg.seq, error=describe(exc, "call"), violations=_subclass_violation(exc)), []
+            try:
+                self._signal_done(pending)
+            except BaseException:  # noqa: BLE001 - a faulted context: the driver's time bound ends the call
+                pass
+            return Reply(seq=msg.seq, error=describe(exc, "call"), violations=_subclass_violation(exc)), [], pending
+
+    def finish(self, pending: _Pending) -> Finished:
+        """Wait for the call's work (on a GPU after the driver's release), then report how it ended."""
+        error = ""
+        try:
+            harness.synchronize(self.device)
+        except BaseException as exc:  # noqa: BLE001 - a CUDA fault of the call's kernels
+            error = describe(exc, "call")
+        event_ms = -1.0
+        if pending.events is not None and not error:
+            event_ms = float(pending.events[0].elapsed_time(pending.events[1]))
+        violations: list[tuple[str, str]] = []
+        if threading.active_count() > self.base_py_threads:
+            violations.append(
+                (
+                    "thread",
+                    f"the submission started {threading.active_count() - self.base_py_threads} Python "
+                    "thread(s); work must finish inside forward on the calling thread",
+                )
+            )
+        return Finished(
+            seq=pending.seq,
+            error=error,
+            event_ms=event_ms,
+            violations=tuple(violations),
+            profile=pending.profile,
+            marks=(pending.received, pending.started, pending.finished, pending.answered),
+        )
 
     # ------------------------------------------------------------------ helpers
 
-    def _run(self, inputs: list[Any], audit: bool) -> tuple[Any, float, list[tuple[str, str]]]:
+    def _on_stream(self) -> Any:
+        """The call's work runs on ``self.stream`` (GPU): behind the release wait, in order."""
+        if self.stream is not None:
+            return torch.cuda.stream(self.stream)
+        return _nullcontext()
+
+    def _wait_release(self, pending: _Pending) -> None:
+        """GPU: everything enqueued from here on waits until the driver's stream writes the release word."""
+        pending.started = time.perf_counter()
+        if self.flags is not None:
+            self.flags.wait(self.stream.cuda_stream, RELEASE_WORD, pending.seq)
+
+    def _signal_done(self, pending: _Pending) -> None:
+        """GPU: write the done word once every earlier piece of work of the call has run."""
+        if self.flags is not None:
+            self.flags.write(self.stream.cuda_stream, DONE_WORD, pending.seq)
+
+    def _run(self, inputs: list[Any], audit: bool, pending: _Pending) -> tuple[Any, list[tuple[str, str]]]:
         violations: list[tuple[str, str]] = []
-        start = end = None
-        if self.cuda:
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
         with torch.no_grad(), self._pool():
             if audit:
-                self._poison()
+                self._poison()  # it synchronizes: before the release wait
+                self._wait_release(pending)
                 try:
                     with OpAudit() as op_audit:
                         out = self.model(*inputs)
@@ -198,20 +271,22 @@ class Server:
                         self.host_poison.disarm()
                 violations = [(v.rule, v.message) for v in op_audit.violations()]
             else:
-                if start is not None:
+                self._wait_release(pending)
+                if self.cuda:
+                    start = torch.cuda.Event(enable_timing=True)
+                    end = torch.cuda.Event(enable_timing=True)
                     start.record()
-                out = self.model(*inputs)
-                if end is not None:
+                    out = self.model(*inputs)
                     end.record()
-            harness.synchronize(self.device)
-        event_ms = float(start.elapsed_time(end)) if start is not None and end is not None and not audit else -1.0
-        return out, event_ms, violations
+                    pending.events = (start, end)
+                else:
+                    out = self.model(*inputs)
+        return out, violations
 
     def _profiled(self, inputs: list[Any]) -> tuple[Any, tuple[tuple[str, int, float], ...]]:
         with self._pool():
             rows = harness.profile_table(self.model, lambda: inputs, self.device, [0])
             out = self.model(*inputs)
-            harness.synchronize(self.device)
         return out, tuple((str(r["name"]), int(r["calls"]), float(r["total_ms"])) for r in rows)
 
     def _poison(self) -> None:
@@ -257,10 +332,9 @@ class Server:
             ref, seg, fd = self.segments.ref_of(t, self.sent)
         except LookupError:
             # Memory outside the shared pool (a buffer made at init, raw cudaMalloc): copy it into the pool.
-            # The copy happens before the answer, so it counts in the call's time.
+            # The copy is enqueued behind the call's work and before the done word, so it counts in the time.
             with self.segments.use():
                 t = t.clone()
-                harness.synchronize(self.device)
             self.last = (self.last, t)
             ref, seg, fd = self.segments.ref_of(t, self.sent)
         if seg is not None:

@@ -18,9 +18,10 @@ SAMPLE_THRESHOLD_BYTES = 64 * 2**20
 """Default of ``JudgeConfig.sample_threshold_bytes``: output tensors larger than this are compared on a
 random sample of elements (see ``cuda_gym.judge.harness.sample_large``)."""
 
-TIMING_METHOD = "trusted-roundtrip/5"
-"""Version of the timing method (the driver's round trip, ``cuda_gym.judge.driver``): baseline cache
-entries and cached judgements measured with another method are measured again."""
+TIMING_METHOD = "trusted-stream/6"
+"""Version of the timing method (GPU: the driver's CUDA events around the release and the done word,
+``transport.StreamFlags``; CPU: the driver's round trip; ``cuda_gym.judge.driver``): baseline cache entries
+and cached judgements measured with another method are measured again."""
 
 PEAKS: dict[str, dict[str, float]] = {
     # Dense peaks used by the speed-of-light floor. Tensor-core peaks are used for every float dtype so

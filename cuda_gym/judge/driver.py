@@ -1,17 +1,22 @@
 """The trusted driver: runs a sandboxed server, hands it fresh inputs, times and checks every call itself.
 
 Lives in the reference worker's process (trusted code only). For each evaluation or baseline timing it
-starts a ``candidate_server`` through ``cuda_gym.sandbox`` and, per call: makes the inputs (fresh random
-values from a secret seed, made only now), flushes the L2 cache and resets persisting lines, starts
-its own clock, rings the server, waits for the answer, reads a secret random sample of the output
-bytes straight from shared memory (positions drawn after the answer), and only then stops the clock.
-The call's time is that round trip minus the protocol overhead calibrated on the same server before
-any submission code was loaded. Afterwards it copies the whole output and compares it with the
-reference output for the same inputs; inputs are compared with the driver's own clones.
+starts a ``candidate_server`` through ``cuda_gym.sandbox`` and, per call, makes the inputs (fresh random
+values from a secret seed, made only now, in its own memory).
 
-What the driver observes itself, and so trusts: its clock, the bytes in shared memory, the inputs
-after the call, the server's threads, child processes and CPU time (``/proc``), and how long its own
-GPU work took (busy GPU between calls). What the server says is advisory.
+GPU: the server enqueues the call behind a wait for the session's release word and answers where its
+outputs will be; then the driver's timing stream, between two CUDA events of the driver's: copies the
+inputs into the shared buffers the server was given, flushes the L2, writes the release word, waits for
+the server's done word, reads a secret random sample of the output bytes. The call's time is the span of
+those events (the GPU's clock, in the driver's context) minus the protocol overhead calibrated on the same
+server before any submission code was loaded. CPU: the driver's ``perf_counter`` from the send to the
+sample read, the inputs in a shared arena.
+
+Afterwards it copies the whole output and compares it with the reference output for the same inputs;
+inputs are compared with the driver's own clones. What the driver observes itself, and so trusts: its
+events and clock, the bytes in shared memory, the inputs after the call, the server's threads, child
+processes and CPU time (``/proc``), and how long its own GPU work took (a busy GPU). What the server says
+is advisory.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +40,11 @@ import torch
 from cuda_gym.errors import JudgeError, ProtocolError, SandboxError
 from cuda_gym.judge import harness
 from cuda_gym.judge.cpu_load import smt_siblings
-from cuda_gym.judge.messages import Calibrate, Call, Hello, Load, Loaded, Reply, Shutdown, TensorRef, Value, encode
+from cuda_gym.judge.messages import Calibrate, Call, Finished, Hello, Load, Loaded, Reply, Shutdown, TensorRef, Value, encode
 from cuda_gym.judge.transport import (
+    DONE_WORD,
+    FLAG_WORDS,
+    RELEASE_WORD,
     Channel,
     DevicePool,
     HostArena,
@@ -44,6 +52,7 @@ from cuda_gym.judge.transport import (
     PeerSegments,
     Probe,
     RemoteMemory,
+    StreamFlags,
     check_output_ref,
     close_fds,
     dtype_of,
@@ -63,8 +72,7 @@ CALIBRATION_CALLS = 60
 """No-op round trips timed before the submission loads on the CPU (after ``CALIBRATION_WARMUP_S`` of untimed
 ones); their first quartile is the subtracted overhead, half their interquartile range the clock's resolution."""
 CALIBRATION_CALLS_GPU = 400
-"""The same on a GPU, whose round trips spread by 0.1-0.2 ms (two CUDA context switches per call): the first
-quartile of 400 settles to a few microseconds (about 0.3 s of no-ops)."""
+"""The same on a GPU (about 0.2 s of no-ops; their windows spread by a few microseconds on the H200)."""
 CALIBRATION_WARMUP_S = 0.3
 """No-op round trips run for this long before the timed ones (first-touch costs, caches, the interpreter's
 specialisation, CPU and GPU clocks leaving idle): a freshly started server's first trips are slower than
@@ -82,10 +90,9 @@ BUSY_FACTOR = 3.0
 """A flush slower than this many times its calibrated median (+0.05 ms) means the GPU was busy."""
 BUSY_SHARE = 0.2
 """``gpu-busy`` when more than this share of the timed calls saw a busy GPU."""
-PARTS = ("to_server", "server_setup", "server_run", "server_reply", "to_driver", "map", "sample")
-"""The parts of a round trip in ``CallResult.parts_ms``: release to the server's receipt, its decoding and
-input views, running the call (forward and synchronize), making its answer, the answer's way back, mapping
-new segments, reading the sample. The server's four marks are its own (advisory: diagnostics only)."""
+ARM_WAIT_S = 0.5
+"""GPU: how long the driver waits for the answer of an enqueued call before it releases the call anyway (a
+``forward`` that synchronizes blocks until the release); such a session's later calls are released at once."""
 
 
 @dataclass
@@ -118,8 +125,12 @@ class CallResult:
     """Why the sampled bytes differ from the bytes read afterwards (the answer came before the work)."""
     profile: tuple[tuple[str, int, float], ...] = ()
     busy: bool = False
-    parts_ms: tuple[float, ...] = ()
-    """Where the round trip went, in the order of ``PARTS`` (the server's parts from its own, advisory marks)."""
+    parts: dict[str, float] = field(default_factory=dict)
+    """Where the call's time went, in ms (diagnostics). GPU, on the timing stream's events: ``copy`` (the
+    inputs into the shared buffers), ``flush`` (the L2), ``work`` (release to the done word: the server's
+    work and the switches of the GPU to its context and back), ``sample``; ``arm`` (send to the answer of the
+    enqueued call, driver's clock). CPU: ``to_server``, ``server_setup``, ``server_run``, ``server_reply``,
+    ``to_driver``, ``sample``. ``server_*`` parts come from the server's own, advisory marks."""
     new_segments: int = 0
     """Output segments the answer shared for the first time (each costs an import and a mapping)."""
 
@@ -169,8 +180,20 @@ class ServerSession:
         """Tensors in the task's output (from the calibration template): how many samples to draw ahead."""
         self.output_limit = OUTPUT_LIMIT_SLACK
         """Bytes all outputs of one answer may take (from the calibration template: ``check_output_ref``)."""
-        self.noop_parts: list[tuple[float, ...]] = []
-        """``parts_ms`` of the calibration round trips (diagnostics)."""
+        self.noop_parts: list[dict[str, float]] = []
+        """``parts`` of the calibration round trips (diagnostics)."""
+        self.flags_tensor: torch.Tensor | None = None
+        """GPU: the session's release and done words, in the driver's pool (shared with the server)."""
+        self.flags: StreamFlags | None = None
+        self.timing_stream: torch.cuda.Stream | None = None
+        """GPU: the driver's stream that copies the inputs, releases, waits and samples between its events."""
+        self._late = False
+        """GPU: the server's calls synchronize before they are enqueued; release them at once."""
+        self._late_calls = 0
+        self._leaves: list[TensorRef] = []
+        self._reply_outputs: Value | None = None
+        self._samples: list[tuple[Any, torch.Tensor]] = []
+        self._pending_fds: list[int] = []
         self.noop_trips: list[float] = []
         """The calibration round trips in ms (diagnostics: their deciles)."""
 
@@ -213,9 +236,21 @@ class ServerSession:
         if self.cuda:
             self._pin()  # here, not at start: a warm server is started on another thread than the one that times
         fds: list[int] = []
+        flags_ref: TensorRef | None = None
+        segments: tuple[Any, ...] = ()
         if not self.cuda:
             self.arena = HostArena(arena_bytes)
             fds = [self.arena.fd]
+        else:
+            assert self.segments is not None
+            with self.segments.use():
+                self.flags_tensor = torch.zeros(FLAG_WORDS, dtype=torch.int32, device=self.spec.device)
+            torch.cuda.synchronize(self.spec.device)  # zero before the server maps it: no stale release
+            flags_ref, seg, fd = self.segments.ref_of(self.flags_tensor, self.sent_segments)
+            if seg is not None:
+                segments, fds = (seg,), [fd]
+            self.flags = StreamFlags(self.flags_tensor.data_ptr())
+            self.timing_stream = torch.cuda.Stream(self.spec.device)
         outputs = to_value(
             template,
             lambda t: TensorRef(
@@ -225,7 +260,8 @@ class ServerSession:
         self.output_leaves = len(tensor_leaves(outputs))
         template_bytes = sum(math.prod(r.shape) * dtype_of(r.dtype).itemsize for r in tensor_leaves(outputs))
         self.output_limit = OUTPUT_LIMIT_FACTOR * template_bytes + OUTPUT_LIMIT_SLACK
-        self.channel.send(Calibrate(outputs=outputs, device=self.spec.device), fds)
+        # the fds stay open: the pool owns them (``cg_export`` hands out one fd per segment, kept)
+        self.channel.send(Calibrate(outputs=outputs, device=self.spec.device, flags=flags_ref, segments=segments), fds)
         answer = self._expect_loaded(self.spec.load_timeout_s)
         if answer.error:
             raise JudgeError(f"the candidate server failed its calibration: {answer.error}")
@@ -241,7 +277,7 @@ class ServerSession:
                 continue
             trips.append(res.ms)
             flushes.append(self._last_flush)
-            self.noop_parts.append(res.parts_ms)
+            self.noop_parts.append(res.parts)
             if len(trips) >= (CALIBRATION_CALLS_GPU if self.cuda else CALIBRATION_CALLS):
                 break
         # The first quartile: the fastest of many no-ops is a lower tail that moves between servers, and the
@@ -327,77 +363,338 @@ class ServerSession:
         assert self.channel is not None
         self.seq += 1
         self._close_idle()  # before the inputs land in shared memory: nothing may delay the release after that
-        values, segs, fds = self._describe_inputs(inputs)
-        msg = Call(seq=self.seq, inputs=tuple(values), segments=tuple(segs), audit=audit, noop=noop, profile=profile)
-        payload = encode(msg)  # before the window: only the send itself is timed
-        draws = self._draw_positions()
-        busy = self._prepare_device()
-        # The first real call runs unpinned: it does a program's one-time work (torch.compile's compile
-        # workers, lazy thread pools), whose threads and processes would inherit the one CPU.
-        pin = noop or self._real_calls > 0
+        # The first real call runs unpinned and released at once: it does a program's one-time work
+        # (torch.compile's compile workers, lazy thread pools, synchronizing autotuners), whose threads and
+        # processes would inherit the one CPU.
+        first = not noop and self._real_calls == 0
         self._real_calls += 0 if noop else 1
-        if pin:
+        call = Call(seq=self.seq, inputs=(), audit=audit, noop=noop, profile=profile)
+        if not first:
             self._window_affinity(True)
-        t0 = time.perf_counter()
-        rfds: list[int] = []
         try:
-            self.channel.send(payload, fds)
+            if self.cuda:
+                result = self._call_gpu(inputs, call, timeout_s, release_at_once=first or profile or self._late)
+            else:
+                result = self._call_cpu(inputs, call, timeout_s)
+        finally:  # the window is closed
+            if not first:
+                self._window_affinity(False)
+        if result.error or self.dead:
+            self._open_idle()
+            return result
+        if keep and self._reply_outputs is not None:
+            try:
+                result.outputs = from_value(self._reply_outputs, self._copy_out)
+                result.early = self._early(result.outputs, self._samples)
+            except Exception as exc:  # noqa: BLE001 - the answer's fault: native code writes every byte of it
+                log.debug("unreadable outputs", exc_info=True)
+                result.outputs = None
+                result.error = f"the outputs could not be read: {type(exc).__name__}: {exc}"
+        self._open_idle()
+        return result
+
+    def _call_cpu(self, inputs: list[Any], call: Call, timeout_s: float) -> CallResult:
+        """CPU: the inputs go into the arena, the driver's clock runs from the send to the sample read."""
+        assert self.channel is not None
+        values = self._arena_inputs(inputs)
+        payload = encode(replace(call, inputs=tuple(values)))  # before the window: only the send itself is timed
+        draws = self._draw_positions()
+        t0 = time.perf_counter()
+        try:
+            self.channel.send(payload)
             reply, rfds = self.channel.recv(Reply, timeout_s, self._alive)
+            close_fds(rfds)
             t_reply = time.perf_counter()
-            if reply.seq != self.seq:
-                raise ProtocolError(f"answer to call {reply.seq} while waiting for {self.seq}")
-            if reply.error:
-                self._open_idle()
-                return CallResult(error=reply.error, violations=list(reply.violations), busy=busy)
-            if reply.outputs is None:
-                raise ProtocolError("an answer without outputs and without an error")
-            if self.peer is not None:
-                attaching, rfds = rfds, []
-                self.peer.attach(reply.segments, attaching)  # closes them
-            elif rfds:
-                raise ProtocolError("file descriptors sent with an answer on the CPU")
-            t_mapped = time.perf_counter()
-            leaves = tensor_leaves(reply.outputs)
-            remaining = self.output_limit
-            for ref in leaves:
-                remaining -= check_output_ref(ref, remaining)
-            samples = [self._sample(ref, draws[i] if i < len(draws) else None) for i, ref in enumerate(leaves)]
+            failure = self._reply_failure(reply)
+            samples: list[tuple[Any, torch.Tensor]] = []
+            if not failure:
+                if rfds:
+                    raise ProtocolError("file descriptors sent with an answer on the CPU")
+                samples = [self._sample_cpu(ref, draws[i] if i < len(draws) else None) for i, ref in enumerate(self._leaves)]
             t1 = time.perf_counter()
         except PeerGone as exc:
-            reason = "the call did not finish within its time bound" if "no answer" in str(exc) else str(exc)
-            self._die(reason, timeout="no answer" in str(exc))
-            return CallResult(error=self.dead, busy=busy)
+            return self._gone(exc)
+        except Exception as exc:  # noqa: BLE001 - whatever the answer makes fail here is the answer's fault
+            # A forged or impossible answer (bad references, unreadable memory) is the candidate's failure,
+            # never the judge's: native code writes every byte of it.
+            log.debug("unreadable answer", exc_info=True)
+            return self._refuse(f"the server's answer could not be read: {type(exc).__name__}: {exc}")
+        finished = self._finished(call.seq, timeout_s)
+        if finished is None:
+            return CallResult(error=self.dead)
+        result = self._result(reply, finished, failure)
+        if not result.error:
+            result.ms = (t1 - t0) * 1000.0
+            result.parts = _cpu_parts(t0, finished.marks, t_reply, t1)
+            self._samples = samples
+        return result
+
+    def _call_gpu(self, inputs: list[Any], call: Call, timeout_s: float, release_at_once: bool) -> CallResult:
+        """GPU: the call is timed by the driver's CUDA events on its own stream (``StreamFlags``).
+
+        The server enqueues the call behind the release word and answers where its outputs will be; then
+        the driver's stream, between its first and last event: copies the inputs into the shared buffers the
+        server was given (until now they held the previous call's inputs), flushes the L2, writes the
+        release word, waits until the done word equals this call, reads the output samples. Nothing the
+        server does before the first event can touch this call's inputs; whatever it does after it, until
+        its done word and the samples, counts. ``release_at_once``: release without waiting for the answer
+        (a first call's one-time work, a profiled call, or a session whose calls synchronize before they
+        are enqueued); the samples are then read once the answer came, the wait for it counted."""
+        assert self.channel is not None and self.flags is not None and self.timing_stream is not None
+        values, copies, segs, fds = self._stage_inputs(inputs)
+        payload = encode(replace(call, inputs=tuple(values), segments=tuple(segs)))
+        draws = self._draw_positions()
+        reset_persisting_l2()
+        stream = self.timing_stream
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
+        reply: Reply | None = None
+        failure = ""
+        samples: list[tuple[Any, torch.Tensor]] = []
+        probes: list[Any] = []
+        enqueued = recorded = False
+        t0 = t_armed = time.perf_counter()
+        try:
+            self.channel.send(payload, fds)  # the pool keeps owning the fds
+            if not release_at_once:
+                reply = self._armed_reply(ARM_WAIT_S)
+                # two late answers in a row: its calls synchronize before they are enqueued; release them at once
+                self._late_calls = 0 if reply is not None else self._late_calls + 1
+                self._late = self._late_calls >= 2
+            t_armed = time.perf_counter()
+            if reply is not None:
+                failure, probes = self._gpu_probes(reply, draws)
+            with torch.cuda.stream(stream):
+                events[0].record()
+                for dst, src in copies:
+                    copy_bytes(dst, src)
+                events[1].record()
+                self.flusher()
+                events[2].record()
+                self.flags.write(stream.cuda_stream, RELEASE_WORD, call.seq)
+                self.flags.wait(stream.cuda_stream, DONE_WORD, call.seq, equal=True)
+                enqueued = True
+                events[3].record()
+                if reply is None:
+                    reply, self._pending_fds = self.channel.recv(Reply, timeout_s, self._alive)
+                    failure, probes = self._gpu_probes(reply, draws)
+                samples = self._read_probes(probes)  # behind the done word
+                events[4].record()
+                recorded = True
+            if not self._wait_event(events[4], t0 + timeout_s, self.channel.readable):
+                self._rescue(call.seq, events[4])
+                self._die("the call did not finish within its time bound", timeout=True)
+                return CallResult(error=self.dead)
+        except PeerGone as exc:
+            if enqueued:
+                self._close_window(stream, events[4], recorded, call.seq)
+            return self._gone(exc)
         except Exception as exc:  # noqa: BLE001 - whatever the answer makes fail here is the answer's fault
             # A forged or impossible answer (bad references, unreadable memory, a type the driver cannot
             # read) is the candidate's failure, never the judge's: native code writes every byte of it.
             log.debug("unreadable answer", exc_info=True)
-            self._open_idle()
-            return CallResult(error=f"the server's answer could not be read: {type(exc).__name__}: {exc}", busy=busy)
-        finally:  # after t1: the window is closed
+            close_fds(self._pending_fds)
+            self._pending_fds = []
+            result = self._refuse(f"the server's answer could not be read: {type(exc).__name__}: {exc}")
+            if enqueued:
+                self._close_window(stream, events[4], recorded, call.seq)
+            return result
+        finished = self._finished(call.seq, timeout_s)
+        if finished is None:
+            if enqueued:
+                self._close_window(stream, events[4], recorded, call.seq)
+            return CallResult(error=self.dead)
+        if recorded and not self._wait_event(events[4], time.perf_counter() + 2.0):
+            # It finished before its done word came: its work failed (a CUDA fault ends the context's work,
+            # the done word with it), or it lies. Either way the session ends here.
+            self._rescue(call.seq, events[4])
+            return self._refuse(finished.error or "the server finished a call without signalling it done")
+        result = self._result(reply, finished, failure)
+        return self._gpu_result(result, events if recorded else [], t_armed - t0, samples, finished)
+
+    # ------------------------------------------------------------------ call helpers
+
+    def _gpu_result(
+        self,
+        result: CallResult,
+        events: list[torch.cuda.Event],
+        arm_s: float,
+        samples: list[tuple[Any, torch.Tensor]],
+        finished: Finished,
+    ) -> CallResult:
+        """A GPU call's time and parts from the timing stream's events (none: the window never closed)."""
+        if not events:
+            return result
+        copy_ms, flush_ms, work_ms, sample_ms = (events[i].elapsed_time(events[i + 1]) for i in range(4))
+        self._last_flush = flush_ms
+        result.busy = self.flush_ms > 0 and flush_ms > BUSY_FACTOR * self.flush_ms + 0.05
+        result.parts = {
+            "arm": arm_s * 1000.0,
+            "copy": copy_ms,
+            "flush": flush_ms,
+            "work": work_ms,
+            "sample": sample_ms,
+            **_server_parts(finished.marks),
+        }
+        if not result.error:
+            result.ms = float(events[0].elapsed_time(events[4]))
+            self._samples = [(p, b.clone()) for p, b in samples]
+        return result
+
+    def _stage_inputs(
+        self, inputs: list[Any]
+    ) -> tuple[list[Value], list[tuple[torch.Tensor, torch.Tensor]], list[Any], list[int]]:
+        """GPU: a shared buffer in the driver's pool for each input tensor (what it holds now is stale: the
+        inputs' bytes are copied in by the timing stream, after the call was sent); their descriptions,
+        the (buffer, input) pairs to copy, and the segments and fds to send."""
+        assert self.segments is not None
+        segs: list[Any] = []
+        fds: list[int] = []
+        copies: list[tuple[torch.Tensor, torch.Tensor]] = []
+        shared: list[torch.Tensor] = []
+
+        def ref(t: torch.Tensor) -> TensorRef:
+            assert self.segments is not None
+            with self.segments.use():
+                dst = torch.empty_like(t, memory_format=torch.preserve_format)
+            r, seg, fd = self.segments.ref_of(dst, self.sent_segments)
+            copies.append((dst, t.detach()))
+            shared.append(dst)
+            if seg is not None:
+                segs.append(seg)
+                fds.append(fd)
+            return r
+
+        values = [to_value(x, ref) for x in inputs]
+        self.shared_inputs = shared
+        return values, copies, segs, fds
+
+    def _armed_reply(self, wait_s: float) -> Reply | None:
+        """The answer of a call that is enqueued (sent before it runs), or ``None`` when none came within
+        ``wait_s``: the server synchronizes inside ``forward`` before it could answer."""
+        assert self.channel is not None
+        try:
+            reply, rfds = self.channel.recv(Reply, wait_s, self._alive)
+        except PeerGone as exc:
+            if "no answer" in str(exc) and self._alive():
+                return None
+            raise
+        self._pending_fds = rfds
+        return reply
+
+    def _gpu_probes(self, reply: Reply, draws: list[Any]) -> tuple[str, list[Any]]:
+        """Check an answer, map its new segments and place the probes of its outputs' samples (``Probe``,
+        or ``None`` for an empty output); ``(failure, probes)``."""
+        assert self.peer is not None
+        rfds, self._pending_fds = self._pending_fds, []
+        failure = self._reply_failure(reply)
+        if failure:
             close_fds(rfds)
-            if pin:
-                self._window_affinity(False)
-        result = CallResult(
-            ms=(t1 - t0) * 1000.0,
-            event_ms=reply.event_ms,
-            violations=list(reply.violations),
-            profile=reply.profile,
-            busy=busy,
-            parts_ms=_parts(t0, reply.marks, t_reply, t_mapped, t1),
+            return failure, []
+        self.peer.attach(reply.segments, rfds)  # closes them
+        probes: list[Any] = []
+        for i, ref in enumerate(self._leaves):
+            if math.prod(ref.shape) == 0:
+                probes.append(None)
+                continue
+            phase, jitter = draws[i] if i < len(draws) else secret_numbers(2)
+            probe = self.peer.probe(ref, phase, jitter)
+            self._pinned(probe.nbytes, 2 * i)  # allocated now, not in the window
+            probes.append(probe)
+        return "", probes
+
+    def _read_probes(self, probes: list[Any]) -> list[tuple[Any, torch.Tensor]]:
+        """Enqueue the reads of the probes on the timing stream (into pinned buffers, one per output)."""
+        assert self.peer is not None and self.timing_stream is not None
+        samples: list[tuple[Any, torch.Tensor]] = []
+        for i, probe in enumerate(probes):
+            if probe is None:
+                samples.append(([], torch.empty(0)))
+            else:
+                into = self._pinned(probe.nbytes, 2 * i)
+                samples.append((probe, self.peer.read(probe, into, self.timing_stream.cuda_stream)))
+        return samples
+
+    def _reply_failure(self, reply: Reply) -> str:
+        """Why the answer carries no outputs to read (its error), after checking it belongs to this call and
+        that its outputs stay within bounds; the leaves are kept for the samples and the copy."""
+        if reply.seq != self.seq:
+            raise ProtocolError(f"answer to call {reply.seq} while waiting for {self.seq}")
+        if reply.error:
+            return reply.error
+        if reply.outputs is None:
+            raise ProtocolError("an answer without outputs and without an error")
+        leaves = tensor_leaves(reply.outputs)
+        remaining = self.output_limit
+        for ref in leaves:
+            remaining -= check_output_ref(ref, remaining)
+        self._leaves = leaves
+        self._reply_outputs = reply.outputs
+        return ""
+
+    def _finished(self, seq: int, timeout_s: float) -> Finished | None:
+        """The server's ``Finished`` for call ``seq``; ``None`` (the session dead) when it does not come."""
+        assert self.channel is not None
+        try:
+            finished, fds = self.channel.recv(Finished, timeout_s, self._alive)
+            close_fds(fds)
+            if finished.seq != seq:
+                raise ProtocolError(f"finished call {finished.seq} while waiting for {seq}")
+        except PeerGone as exc:
+            self._gone(exc)
+            return None
+        except ProtocolError as exc:
+            self._die(f"a malformed message after its answer ({exc})")
+            return None
+        return finished
+
+    def _result(self, reply: Reply, finished: Finished, failure: str) -> CallResult:
+        error = failure or finished.error
+        return CallResult(
+            error=error,
+            event_ms=finished.event_ms,
+            violations=list(reply.violations) + list(finished.violations),
+            profile=finished.profile,
             new_segments=len(reply.segments),
         )
-        if keep:
-            try:
-                result.outputs = from_value(reply.outputs, self._copy_out)
-                result.early = self._early(result.outputs, samples)
-            except Exception as exc:  # noqa: BLE001 - as above: the answer's fault
-                log.debug("unreadable outputs", exc_info=True)
-                result.outputs = None
-                result.error = f"the outputs could not be read: {type(exc).__name__}: {exc}"
-                self._open_idle()
-                return result
-        self._open_idle()
-        return result
+
+    def _refuse(self, failure: str) -> CallResult:
+        """End the session on an answer that cannot be read (the channel's order is lost with it): the
+        server is killed and the call fails with ``failure``, the candidate's fault."""
+        self._die(failure)
+        self.dead = failure
+        return CallResult(error=failure)
+
+    def _gone(self, exc: PeerGone) -> CallResult:
+        reason = "the call did not finish within its time bound" if "no answer" in str(exc) else str(exc)
+        self._die(reason, timeout="no answer" in str(exc))
+        return CallResult(error=self.dead)
+
+    def _wait_event(self, event: torch.cuda.Event, deadline: float, message: Callable[[], bool] | None = None) -> bool:
+        """Spin until ``event`` completed or a message waits (``message()``, e.g. a ``Finished`` that says the
+        work failed): ``True``; ``False`` when ``deadline`` passed first."""
+        checks = 0
+        while not event.query():
+            checks += 1
+            if checks % 256 == 0 and ((message is not None and message()) or time.perf_counter() > deadline):
+                return message is not None and message()
+        return True
+
+    def _close_window(self, stream: Any, event: torch.cuda.Event, recorded: bool, seq: int) -> None:
+        """End a window whose server went away: the timing stream must not stay blocked on its done word."""
+        if not recorded:
+            with torch.cuda.stream(stream):
+                event.record()
+        if not event.query():
+            self._rescue(seq, event)
+
+    def _rescue(self, seq: int, event: torch.cuda.Event) -> None:
+        """Unblock the timing stream waiting for a done word that never came (a hung or lying server): the
+        driver writes it itself from a stream of its own. ``JudgeError`` if the stream stays blocked."""
+        assert self.flags_tensor is not None
+        with torch.cuda.stream(torch.cuda.Stream(self.spec.device, priority=-1)):
+            self.flags_tensor[DONE_WORD].fill_(seq)
+        if not self._wait_event(event, time.perf_counter() + 10.0):
+            raise JudgeError("the driver's timing stream stays blocked after a call's time bound")
 
     # ------------------------------------------------------------------ trusted observations
 
@@ -513,50 +810,22 @@ class ServerSession:
             os.close(fd)
         return msg
 
-    def _describe_inputs(self, inputs: list[Any]) -> tuple[list[Value], list[Any], list[int]]:
-        segs: list[Any] = []
-        fds: list[int] = []
-        if self.arena is not None:
-            self.arena.reset()
-
+    def _arena_inputs(self, inputs: list[Any]) -> list[Value]:
+        """CPU: copy the inputs into the arena (from its start) and describe them."""
+        assert self.arena is not None
+        self.arena.reset()
         shared: list[torch.Tensor] = []
 
         def ref(t: torch.Tensor) -> TensorRef:
-            if self.arena is not None:
-                view, r = self.arena.place(t)
-                shared.append(view)
-                return r
-            assert self.segments is not None
-            try:
-                r, seg, fd = self.segments.ref_of(t, self.sent_segments)
-            except LookupError:
-                with self.segments.use():
-                    t = t.clone()
-                r, seg, fd = self.segments.ref_of(t, self.sent_segments)
-            shared.append(t)
-            if seg is not None:
-                segs.append(seg)
-                fds.append(fd)
+            assert self.arena is not None
+            view, r = self.arena.place(t)
+            shared.append(view)
             return r
 
         values = [to_value(x, ref) for x in inputs]
         self.shared_inputs = shared
-        return values, segs, fds
+        return values
 
-
-    def _prepare_device(self) -> bool:
-        """Flush the L2 and reset persisting lines; whether the GPU was busy with someone else's work."""
-        if not self.cuda:
-            return False
-        reset_persisting_l2()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        self.flusher()
-        end.record()
-        torch.cuda.synchronize(self.spec.device)
-        self._last_flush = float(start.elapsed_time(end))
-        return self.flush_ms > 0 and self._last_flush > BUSY_FACTOR * self.flush_ms + 0.05
 
     def _draw_positions(self) -> list[Any]:
         """Secret random numbers for each expected output's sample, drawn before the window opens so that the
@@ -567,19 +836,12 @@ class ServerSession:
             return [tuple(secret_numbers(2)) for _ in range(leaves)]
         return [secret_numbers(SAMPLE_POSITIONS) for _ in range(leaves)]
 
-    def _sample(self, ref: TensorRef, draw: Any = None) -> tuple[Any, torch.Tensor]:
-        """A secret sample of an output read by the driver at the end of the window: on a GPU a ``Probe`` of
-        its bytes (read by the copy engine, see ``PeerSegments.read``) and the bytes; on the CPU random
-        element positions (row-major) and the values there.
-
-        ``draw``: the numbers drawn before the window for this output (drawn now when ``None``)."""
+    def _sample_cpu(self, ref: TensorRef, draw: Any = None) -> tuple[Any, torch.Tensor]:
+        """CPU: a secret sample of an output read at the end of the window: the values at random element
+        positions (row-major; ``draw``: the numbers drawn before the window, drawn now when ``None``)."""
         numel = math.prod(ref.shape)
         if numel == 0:
             return [], torch.empty(0)
-        if self.peer is not None:
-            phase, jitter = draw if draw is not None else secret_numbers(2)
-            probe = self.peer.probe(ref, phase, jitter)
-            return probe, self.peer.read(probe, self._pinned(probe.nbytes, 0)).clone()
         k = min(SAMPLE_POSITIONS, numel)
         assert self.remote is not None
         numbers = draw if draw is not None else secret_numbers(k)
@@ -651,20 +913,46 @@ def timing_cpus(lane: int) -> tuple[int, int] | None:
     return picked[2 * lane], picked[2 * lane + 1]
 
 
-def _parts(t0: float, marks: Sequence[float], t_reply: float, t_mapped: float, t1: float) -> tuple[float, ...]:
-    """``PARTS`` in milliseconds; the server's parts are NaN when its marks are missing or impossible."""
+def _cpu_parts(t0: float, marks: Sequence[float], t_reply: float, t1: float) -> dict[str, float]:
+    """The parts of a CPU round trip in ms; the server's are left out when its marks are missing or impossible."""
     ms = 1000.0
+    parts = {"sample": (t1 - t_reply) * ms}
     if len(marks) == 4 and t0 <= marks[0] <= marks[1] <= marks[2] <= marks[3] <= t_reply:
-        server = (
-            (marks[0] - t0) * ms,
-            (marks[1] - marks[0]) * ms,
-            (marks[2] - marks[1]) * ms,
-            (marks[3] - marks[2]) * ms,
-            (t_reply - marks[3]) * ms,
+        parts.update(
+            to_server=(marks[0] - t0) * ms,
+            server_setup=(marks[1] - marks[0]) * ms,
+            server_run=(marks[2] - marks[1]) * ms,
+            server_reply=(marks[3] - marks[2]) * ms,
+            to_driver=(t_reply - marks[3]) * ms,
         )
     else:
-        server = (math.nan,) * 4 + ((t_reply - t0) * ms,)
-    return (*server, (t_mapped - t_reply) * ms, (t1 - t_mapped) * ms)
+        parts["to_driver"] = (t_reply - t0) * ms
+    return parts
+
+
+def _server_parts(marks: Sequence[float]) -> dict[str, float]:
+    """GPU: the server's own (advisory) durations: decoding the call, enqueuing its work, making the answer."""
+    if len(marks) != 4 or not marks[0] <= marks[1] <= marks[2] <= marks[3]:
+        return {}
+    return {
+        "server_setup": (marks[1] - marks[0]) * 1000.0,
+        "server_enqueue": (marks[2] - marks[1]) * 1000.0,
+        "server_reply": (marks[3] - marks[2]) * 1000.0,
+    }
+
+
+def copy_bytes(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """Copy an input into its shared buffer with a kernel of the driver's (a contiguous same-type copy would
+    be a ``memcpy``, which may run on a copy engine beside a server's kernel; a kernel of the driver's
+    context never runs beside one of the server's)."""
+    if dst.numel() == 0:
+        return
+    if dst.is_contiguous() and src.is_contiguous() and dst.dtype == src.dtype:
+        nbytes = dst.numel() * dst.element_size()
+        wide = torch.int32 if nbytes % 4 == 0 and dst.data_ptr() % 4 == 0 and src.data_ptr() % 4 == 0 else torch.uint8
+        torch.bitwise_or(src.reshape(-1).view(torch.uint8).view(wide), 0, out=dst.reshape(-1).view(torch.uint8).view(wide))
+        return
+    dst.copy_(src)
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

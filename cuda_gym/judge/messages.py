@@ -83,11 +83,14 @@ class Calibrate:
     """Before any submission code loads: answer no-op calls returning tensors of this output layout.
 
     The driver times these round trips (the protocol overhead it subtracts) while the server is
-    still only trusted code.
+    still only trusted code. On a GPU ``flags`` locates the session's release and done words
+    (``transport.StreamFlags``) in the driver's segment announced in ``segments`` (its fd beside it).
     """
 
     outputs: Value
     device: str
+    flags: TensorRef | None = None
+    segments: tuple[Segment, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -111,11 +114,13 @@ class Load:
 class Call:
     """Run ``forward`` once on these inputs and answer with the outputs.
 
-    ``audit`` asks for the advisory ATen audit and memory poisoning (correctness calls; every timed
-    call is checked too, so knowing this gains nothing); ``noop`` (calibration only) runs one tiny
-    kernel, synchronizes and returns the calibration outputs (so the calibrated overhead includes a
-    launch, a synchronization and the GPU's switch to the server's context and back); ``profile``
-    runs the call under ``torch.profiler``.
+    On a GPU the server enqueues the call behind a wait for the release word (``seq``) and answers as soon
+    as the work is enqueued: the inputs' bytes are copied in by the driver's stream only after that, just
+    before the release. ``audit`` asks for the advisory ATen audit and memory poisoning (correctness
+    calls; every timed call is checked too, so knowing this gains nothing); ``noop`` (calibration only)
+    runs one tiny kernel and returns the calibration outputs (so the calibrated overhead includes a launch
+    and the GPU's switch to the server's context and back); ``profile`` runs the call under
+    ``torch.profiler``.
     """
 
     seq: int
@@ -153,18 +158,30 @@ class Loaded:
 
 @dataclass(frozen=True)
 class Reply:
-    """The answer to ``Call``. Untrusted: only the bytes that ``outputs`` points to are ever used.
-
-    ``event_ms`` is the server's own CUDA-event time of the call (for the agent's information only);
-    ``violations`` are advisory findings of in-process checks (they can only hurt the candidate);
-    ``profile`` rows ``(name, calls, total_ms)`` when asked; ``marks`` the server's own monotonic clock
-    (``time.perf_counter``) when it received the call, started and finished running it, and answered:
-    diagnostics of where a round trip goes, never used for a verdict.
+    """The answer to ``Call``: where the outputs are (on a GPU sent once the work is enqueued, before it
+    ran). Untrusted: only the bytes that ``outputs`` points to are ever used. ``violations`` are advisory
+    findings of in-process checks made while the call was enqueued (they can only hurt the candidate).
     """
 
     seq: int
     outputs: Value | None = None
     segments: tuple[Segment, ...] = ()
+    error: str = ""
+    violations: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Finished:
+    """Sent after every ``Reply`` once the call's work is done (the server synchronized). Untrusted.
+
+    ``error``: the work failed after it was enqueued (a CUDA fault surfaces here); ``event_ms`` the
+    server's own CUDA-event time of the call (for the agent's information only); ``violations`` advisory
+    findings made after the work (new Python threads); ``profile`` rows ``(name, calls, total_ms)`` when
+    asked; ``marks`` the server's own monotonic clock (``time.perf_counter``) when it received the call,
+    started and finished enqueuing it, and answered: diagnostics only, never used for a verdict.
+    """
+
+    seq: int
     error: str = ""
     event_ms: float = -1.0
     violations: tuple[tuple[str, str], ...] = ()
@@ -365,6 +382,7 @@ MESSAGES: dict[str, type] = {
         Hello,
         Loaded,
         Reply,
+        Finished,
         Greet,
         Greeting,
         Prepare,

@@ -23,7 +23,7 @@ from cuda_gym.errors import JudgeError
 from cuda_gym.judge import cpu_load, harness
 from cuda_gym.judge.baselines import inductor_cache
 from cuda_gym.judge.compare import compare_outputs, constant_would_pass
-from cuda_gym.judge.driver import PARTS, CallResult, ServerSession, ServerSpec
+from cuda_gym.judge.driver import CallResult, ServerSession, ServerSpec
 from cuda_gym.judge.held_out import held_out_code
 from cuda_gym.judge.messages import (
     BaselineReport,
@@ -273,9 +273,8 @@ class Driver:
     def _inputs(self, task: PreparedTask, seed: int | None = None, get_inputs: Any = None) -> list[Any]:
         seed = secrets.randbits(63) if seed is None else seed
         make = get_inputs or task.get_inputs
-        if self.segments is not None:
-            with self.segments.use():
-                return harness.make_inputs(make, seed, self.device)
+        # GPU: in the driver's own memory, never in the shared pool (a server maps every pool segment it was
+        # given): the timing stream copies them into shared buffers inside the call's window.
         return harness.make_inputs(make, seed, self.device)
 
     def _correctness(
@@ -386,7 +385,7 @@ class Driver:
         trials: list[TrialFacts] = []
         raw: list[float] = []
         events: list[float] = []
-        parts: list[tuple[float, ...]] = []
+        parts: list[dict[str, float]] = []
         new_segments = 0
         busy = 0
         window_ms, most, spent_ms = 1000.0 * s.timed_window_s, max(s.max_timed_calls, s.timed_calls), 0.0
@@ -407,7 +406,7 @@ class Driver:
             raw.append(res.ms)
             spent_ms += res.ms
             events.append(res.event_ms)
-            parts.append(res.parts_ms)
+            parts.append(res.parts)
             new_segments += res.new_segments
             busy += res.busy
         load_after = cpu_load.snapshot()
@@ -510,11 +509,12 @@ def _percentiles(values: list[float], prefix: str) -> dict[str, float]:
     return {f"{prefix}p{p}_ms": q[p // 5 - 1] for p in (10, 25, 50, 75, 90)}
 
 
-def _part_medians(parts: list[tuple[float, ...]], prefix: str) -> dict[str, float]:
-    """The median of each part of the round trips (``driver.PARTS``), NaNs left out."""
+def _part_medians(parts: list[dict[str, float]], prefix: str) -> dict[str, float]:
+    """The median of each part of the calls (``CallResult.parts``), NaNs left out."""
+    names = sorted({name for p in parts for name in p})
     medians = {}
-    for i, name in enumerate(PARTS):
-        values = [p[i] for p in parts if len(p) > i and p[i] == p[i]]
+    for name in names:
+        values = [p[name] for p in parts if name in p and p[name] == p[name]]
         medians[f"{prefix}{name}_ms"] = statistics.median(values) if values else float("nan")
     return medians
 

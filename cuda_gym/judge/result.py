@@ -153,7 +153,7 @@ class JudgeResult:
         noise: why the timings are unreliable (a spread beyond ``JudgeConfig.noise_iqr`` of a median),
             else empty (the verdict is cached; noisy baselines are not).
         diagnostics: where the candidate's timed calls spent their round trip (medians in ms of each
-            part of ``cuda_gym.judge.driver.PARTS`` as ``<part>_ms``, and of the calibration no-ops as
+            part of ``cuda_gym.judge.driver.CallResult.parts`` as ``<part>_ms``, and of the calibration no-ops as
             ``noop_<part>_ms``; ``overhead_ms``, ``flush_ms``, ``timed_new_segments``): for investigating
             measurements, not part of any verdict.
     """
