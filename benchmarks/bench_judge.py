@@ -12,11 +12,7 @@ per kind:
 - ``speedup_trusted`` (eager / candidate by the driver's clock) beside ``speedup_events`` (the same from
   the servers' own CUDA events: untrusted, for comparison);
 - ``overhead_ms``: the protocol overhead subtracted per call; ``overhead_s``: evaluation time beyond the
-  timed work;
-- ``probe_medians_ms`` / ``probe_median_ratio`` (GPU; ``BENCH_JUDGE_PROBE`` calls, default 0: off): the
-  same round trips less the real-call overhead of each server, measured with the task's reference in that
-  server before the candidate loaded (``JudgeConfig.reference_probe_calls``), an experiment beside the
-  no-op calibration that the verdict uses.
+  timed work.
 
 The JSON goes to ``$BENCH_OUT`` (or ``benchmarks/results/bench_judge.json``), rewritten after each kind.
 """
@@ -111,13 +107,7 @@ def run(repeats: int = 10, device: str | None = None) -> dict:
     executor = os.environ.get("BENCH_JUDGE_EXECUTOR", "serial")
     summary["executor"] = executor
     with tempfile.TemporaryDirectory() as tmp:
-        # The reference probe (JudgeConfig.reference_probe_calls): the reference timed in each candidate's
-        # own server before its code loads, so the summary can set a real-call calibration beside the no-op one.
-        # Off by default: the servers of the figure the target is about must be the verdicts' servers.
-        probe = int(os.environ.get("BENCH_JUDGE_PROBE", "0"))
-        summary["reference_probe_calls"] = probe
-        cfg = JudgeConfig(device=device, cache_judgements=False, cache_dir=Path(tmp) / "cache",
-                          reference_probe_calls=probe)
+        cfg = JudgeConfig(device=device, cache_judgements=False, cache_dir=Path(tmp) / "cache")
         for kind, solution in _kinds(flavour):
             results: list = []
 
@@ -128,10 +118,9 @@ def run(repeats: int = 10, device: str | None = None) -> dict:
                 out.write_text(json.dumps(summary, indent=2))
                 c = res.candidate
                 print(f"{kind} {len(results)}/{repeats}: passed={res.passed} {res.seconds:.1f}s "
-                      f"median={c.median_ms if c else float('nan'):.4f} ms roundtrip="
+                      f"median={c.median_ms if c else float('nan'):.4f} ms window="
                       f"{c.host_median_ms if c else float('nan'):.4f} overhead={c.overhead_ms if c else float('nan'):.4f}"
-                      f" calls={c.trials if c else 0} probe_overhead="
-                      f"{res.diagnostics.get('probe_ref_overhead_ms', float('nan')):.4f} {res.error[:200]}", flush=True)
+                      f" calls={c.trials if c else 0} {res.error[:200]}", flush=True)
 
             try:
                 task, ws = _workspace(flavour, solution, Path(tmp))
@@ -171,15 +160,21 @@ def _kind_summary(task_id: str, results: list) -> dict:
     bad = [r for r in results if not r.passed or r.candidate is None]
     results = [r for r in results if r.passed and r.candidate is not None]
     if not results:
-        return {"task": task_id, "error": "did not pass", "result": json.loads(bad[0].to_json())}
+        # Kept even so: the timing of an evaluation that failed its checks is still a measurement of the clock.
+        timed = [r.candidate for r in bad if r.candidate is not None]
+        return {
+            "task": task_id,
+            "error": "did not pass",
+            "result": json.loads(bad[0].to_json()),
+            "failed_candidate_medians_ms": [c.median_ms for c in timed],
+            "failed_candidate_event_medians_ms": [c.event_median_ms for c in timed],
+            "failed_median_ratio": max(c.median_ms for c in timed) / min(c.median_ms for c in timed) if timed else None,
+        }
     cands = [r.candidate for r in results]
     medians = [c.median_ms for c in cands]
     eager, comp = results[0].eager, results[0].compile
     events = [c.event_median_ms for c in cands]
     overheads = [r.seconds - r.timed_seconds for r in results]
-    # The same round trips with the reference probe's real-call overhead subtracted instead of the no-ops'
-    probed = [c.host_median_ms - r.diagnostics["probe_ref_overhead_ms"]
-              for r, c in zip(results, cands) if "probe_ref_overhead_ms" in r.diagnostics]
     return {
         "task": task_id,
         "failed": len(bad),
@@ -187,14 +182,11 @@ def _kind_summary(task_id: str, results: list) -> dict:
         "candidate_medians_ms": medians,
         "median_ratio": max(medians) / min(medians),
         "candidate_iqr_ms": [c.iqr_ms for c in cands],
-        "candidate_roundtrip_medians_ms": [c.host_median_ms for c in cands],
-        "eager_roundtrip_ms": eager.host_median_ms if eager else None,
+        "candidate_window_medians_ms": [c.host_median_ms for c in cands],
+        "eager_window_ms": eager.host_median_ms if eager else None,
         "eager_overhead_ms": eager.overhead_ms if eager else None,
         "candidate_event_medians_ms": events,
         "overhead_ms_per_call": [c.overhead_ms for c in cands],
-        "probe_medians_ms": probed,
-        "probe_median_ratio": max(probed) / min(probed) if probed and min(probed) > 0 else None,
-        "probe_overhead_ms_per_call": [r.diagnostics.get("probe_ref_overhead_ms") for r in results],
         "diagnostics": [r.diagnostics for r in results],
         "eager_ms": eager.median_ms if eager else None,
         "eager_event_ms": eager.event_median_ms if eager else None,

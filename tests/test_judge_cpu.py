@@ -102,23 +102,6 @@ def test_timing_runs_go_on_until_their_windows_add_up(judge_env: dict[str, Path]
     assert 2 < res.candidate.trials <= 25 and sum(t.timed for t in res.trials) == res.candidate.trials
 
 
-def test_the_reference_probe_runs_in_the_candidates_server_and_leaves_its_verdict_alone(
-    judge_env: dict[str, Path], task, tmp_path: Path
-) -> None:
-    """``reference_probe_calls``: the reference timed in the candidate's own server before the submission
-    loads (an experiment of the clock, diagnostics only); the submission is then judged as always."""
-    cfg = JudgeConfig(device="cpu", timed_calls=3, warmup=1, compile_baseline=False, cache_judgements=False,
-                      noise_iqr=0, reference_probe_calls=4, **judge_env)
-    with Judge(cfg) as j:
-        res = j.evaluate(task, solution=write(tmp_path, cases.HONEST), mode="full")
-        verify = j.evaluate(task, solution=write(tmp_path, cases.HONEST), mode="verify")
-    assert res.passed and res.violations == [], (res.error, res.violations)
-    assert res.diagnostics["probe_ref_calls"] == 4 and res.diagnostics["probe_ref_raw_ms"] > 0, res.diagnostics
-    assert "probe_ref_overhead_ms" not in res.diagnostics  # no CUDA events on the CPU: nothing to subtract
-    assert len(res.trials) == 5 + res.candidate.trials  # the probe's checked calls are not the submission's
-    assert verify.passed and "probe_ref_calls" not in verify.diagnostics  # full mode only
-
-
 def test_baseline_cache_roundtrip(tmp_path: Path) -> None:
     cache = BaselineCache(tmp_path)
     path = cache.path("abc", "NVIDIA H200 / SXM", "2.9.0+cu130", "float32")

@@ -158,14 +158,6 @@ class JudgeConfig:
     keep_jobs: bool = False
     """Keep job directories after evaluation (for debugging)."""
 
-    reference_probe_calls: int = 0
-    """An experiment of the trusted clock (``BENCH_JUDGE_PROBE`` of ``benchmarks/bench_judge.py``), 0: off.
-    Before a submission loads (full mode), its server runs the task's reference for this many checked
-    calls; with trusted code only in the server, its CUDA events are trustworthy, so the diagnostics'
-    ``probe_ref_overhead_ms`` is what a real call of this very server costs beyond its GPU work. It tells
-    whether such a calibration follows the server-to-server spread that the no-op calibration misses
-    (H200, 2026-12-02); the verdict does not use it."""
-
     warm_servers: int = 0
     """Candidate servers the reference worker keeps started ahead (sandbox entered, torch imported, device
     context made), each used for one submission and discarded: a job starts on a warm process. 0 starts
@@ -176,7 +168,7 @@ class JudgeConfig:
         self.device = indexed_device(check_device(self.device))
         if self.correctness_trials < 1:
             raise JudgeError("correctness_trials must be at least 1: a verdict needs one checked output")
-        for name in ("warmup", "warmup_ms", "checked_timed_calls", "profile_calls", "warm_servers", "reference_probe_calls"):
+        for name in ("warmup", "warmup_ms", "checked_timed_calls", "profile_calls", "warm_servers"):
             if getattr(self, name) < 0:
                 raise JudgeError(f"{name} must be >= 0")
         if (self.timed_window_s or 0.0) < 0 or self.max_timed_calls < 1:

@@ -291,16 +291,6 @@ class ServerSession:
         self.flush_ms = statistics.median(flushes) if flushes else 0.0
         self.base_threads = self.threads()
 
-    def rebase(self) -> None:
-        """Start the accounting of what the server does afresh after trusted work in it (the reference
-        probe): idle time counts from here, and the next real call is again a program's first (unpinned).
-        The thread base stays the calibration's: threads the trusted work started count against the
-        submission's allowance as if it had started them (it would, running the same kind of work)."""
-        self.idle_cpu_s = self.idle_wall_s = 0.0
-        if self._idle_mark is not None:
-            self._open_idle()
-        self._real_calls = 0
-
     def load(self, msg: Load) -> Loaded:
         """Load the program; a dead or hung server is an error ``Loaded``."""
         assert self.channel is not None

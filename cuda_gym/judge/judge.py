@@ -457,13 +457,10 @@ class Judge:
             memory_bytes=cfg.memory_bytes or 0,
             load_timeout_s=load,
             call_timeout_s=cfg.call_timeout_s,
-            # the reference probe (full mode) loads and times the reference first: one more load and timing run
-            wall_s=load + cfg.timeout_s + (cfg.timing_budget_s if mode != "verify" else 0.0)
-            + (load + cfg.timing_budget_s if cfg.reference_probe_calls and mode == "full" else 0.0),
+            wall_s=load + cfg.timeout_s + (cfg.timing_budget_s if mode != "verify" else 0.0),
             held_out=cfg.held_out_shapes,
             timed_window_s=cfg.window_s,
             max_timed_calls=cfg.max_timed_calls,
-            reference_probe_calls=cfg.reference_probe_calls if mode == "full" else 0,
         )
 
     def _evaluate(

@@ -216,9 +216,6 @@ class RunSettings:
     """Past ``timed_calls``, time more calls until the windows add up to this (GPU; 0: never)."""
     max_timed_calls: int = 0
     """The most timed calls when ``timed_window_s`` extends a run (never fewer than ``timed_calls``)."""
-    reference_probe_calls: int = 0
-    """``JudgeConfig.reference_probe_calls``: the reference's checked calls in a candidate's server before
-    the submission loads (diagnostics only; 0: none)."""
 
 
 @dataclass(frozen=True)

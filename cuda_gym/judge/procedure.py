@@ -19,7 +19,6 @@ from typing import Any, Protocol
 
 import torch
 
-from cuda_gym.errors import JudgeError
 from cuda_gym.judge import cpu_load, harness
 from cuda_gym.judge.baselines import inductor_cache
 from cuda_gym.judge.compare import compare_outputs, constant_would_pass
@@ -51,8 +50,6 @@ HELD_OUT_CALLS = 2
 """Checked calls on held-out shapes (``JudgeConfig.held_out_shapes``)."""
 CALL_BOUND_FACTOR = 100.0
 """A call may take this many times the reference's own call time on top of ``call_timeout_s``."""
-REFERENCE_PROBE_WARMUP = 5
-"""Untimed calls of the reference probe (``JudgeConfig.reference_probe_calls``) before its timed ones."""
 
 
 class PreparedTask(Protocol):
@@ -98,10 +95,6 @@ class Driver:
         out: dict[str, Any] = {"stage": "start", "violations": []}
         try:
             self._open(session, task, s)
-            probe: dict[str, float] = {}
-            if s.reference_probe_calls:
-                with self.quiet():  # like the timed calls: warm servers still booting must not run meanwhile
-                    probe = self._reference_probe(task, session, s, req.job_dir)
             out["stage"] = "import"
             loaded = session.load(
                 self._load(
@@ -141,7 +134,7 @@ class Driver:
                 times_ms=timed["times"],
                 raw_ms=timed["raw"],
                 event_ms=timed["events"],
-                diagnostics={**timed.get("diagnostics", {}), **probe},
+                diagnostics=timed.get("diagnostics", {}),
             )
             if not out.get("error") and req.mode == "profile":
                 out["stage"] = "profile"
@@ -152,30 +145,6 @@ class Driver:
             return self._report(out, session, started)
         finally:
             session.close()
-
-    def _reference_probe(self, task: PreparedTask, session: ServerSession, s: RunSettings, job_dir: str) -> dict[str, float]:
-        """``JudgeConfig.reference_probe_calls``: the reference's checked calls in the candidate's server
-        before the submission loads; diagnostics, then the session's accounting starts afresh (``rebase``)."""
-        loaded = session.load(self._load(task, "reference", job_dir, task_code=task.code))
-        if loaded.error:
-            raise JudgeError(f"the reference probe did not load in the candidate's server: {loaded.error}")
-        scratch: dict[str, Any] = {"violations": []}
-        raw: list[float] = []
-        beyond: list[float] = []
-        for i in range(REFERENCE_PROBE_WARMUP + s.reference_probe_calls):
-            res, _, _ = self._checked_call(task, session, s, scratch, secrets.randbits(63), audit=False,
-                                           first=i == 0, timed=True)
-            if res.error:
-                raise JudgeError(f"the reference probe failed in the candidate's server: {res.error}")
-            if i >= REFERENCE_PROBE_WARMUP:
-                raw.append(res.ms)
-                if res.event_ms > 0:
-                    beyond.append(res.ms - res.event_ms)
-        session.rebase()
-        probe = {"probe_ref_calls": float(len(raw)), "probe_ref_raw_ms": statistics.median(raw)}
-        if beyond:
-            probe["probe_ref_overhead_ms"] = statistics.median(beyond)
-        return probe
 
     def time_baseline(self, task: PreparedTask, req: TimeBaseline) -> BaselineReport:
         """Time the reference through the protocol (a server of kind ``reference`` or ``compile``)."""
