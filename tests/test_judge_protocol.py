@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import textwrap
@@ -14,6 +15,7 @@ from cuda_gym.judge.messages import (
     Call,
     EvaluationReport,
     Finished,
+    Hello,
     Reply,
     Segment,
     TensorRef,
@@ -97,3 +99,28 @@ def test_channel_credentials_and_remote_reads_of_another_process() -> None:
     finally:
         ch.close()
         proc.wait(timeout=30)
+
+
+def test_channel_readable_on_a_descriptor_above_1023() -> None:
+    """``Channel.readable`` (the driver's check for a message during a GPU window) uses poll, not select,
+    which fails above descriptor 1023: a busy driver process may hold that many."""
+    import os
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip("this process may not open descriptors above 2047")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))
+    mine, theirs = Channel.pair()
+    high = os.dup2(mine.fileno(), 1500)
+    try:
+        ch = Channel(socket.socket(fileno=high))
+        assert not ch.readable()
+        Channel(theirs).send(Hello(pid=0, device="cpu"))
+        assert ch.readable()
+        assert isinstance(ch.recv(timeout_s=5)[0], Hello)
+        ch.close()
+    finally:
+        mine.close()
+        theirs.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

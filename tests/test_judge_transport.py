@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from cuda_gym.errors import ProtocolError
-from cuda_gym.judge.driver import contiguous_strides, copy_bytes
+from cuda_gym.judge.driver import contiguous_strides, copy_bytes, dense_span
 from cuda_gym.judge.messages import TensorRef
 from cuda_gym.judge.transport import PROBE_ROWS, PROBE_WIDTH, PeerSegments, span_bytes
 
@@ -56,13 +56,33 @@ def test_probe_refuses_a_reference_outside_its_segment() -> None:
         torch.tensor([True, False, True]),
         torch.randn(3, 5, dtype=torch.complex64),
         torch.arange(7, dtype=torch.uint8),  # a byte count that is not a multiple of 4
-        torch.randn(6, 4).t(),  # not contiguous: copied elementwise
+        torch.randn(6, 4).t(),  # dense but permuted: its storage span copied as flat bytes
+        torch.randn(3, 4, 5, dtype=torch.float16).permute(2, 0, 1),
+        torch.randn(40)[7:31].view(4, 6),  # a storage offset
+        torch.randn(8, 8)[::2, :3],  # not dense: copied elementwise
+        torch.randn(1, 5).expand(3, 5),  # a zero stride: copied elementwise into a dense buffer
         torch.empty(0, 3),
     ],
-    ids=["float-bits", "bool", "complex", "odd-bytes", "transposed", "empty"],
+    ids=["float-bits", "bool", "complex", "odd-bytes", "transposed", "permuted", "offset", "strided", "expanded", "empty"],
 )
 def test_an_input_reaches_its_shared_buffer_bit_for_bit(src: torch.Tensor) -> None:
     dst = torch.empty_like(src, memory_format=torch.preserve_format).zero_()  # the buffer's stale bytes
     copy_bytes(dst, src)
-    assert dst.stride() == src.stride()
+    assert dst.stride() == src.stride() or not dense_span(src)
     assert torch.equal(dst.contiguous().view(torch.uint8), src.contiguous().view(torch.uint8))
+
+
+@pytest.mark.parametrize(
+    ("t", "dense"),
+    [
+        (torch.empty(4, 5), True),
+        (torch.empty(4, 5).t(), True),
+        (torch.empty(2, 3, 4).permute(1, 2, 0), True),
+        (torch.empty(4, 1, 5)[:, :, :], True),
+        (torch.empty(8, 8)[::2], False),
+        (torch.empty(8, 8)[:, :3], False),
+        (torch.empty(1, 5).expand(3, 5), False),
+    ],
+)
+def test_dense_span_is_a_gap_free_storage_span(t: torch.Tensor, dense: bool) -> None:
+    assert dense_span(t) is dense

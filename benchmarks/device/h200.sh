@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent H200 (the `device` tool): install, then run stages; results under $OUT.
 #   carry: [".whl", ".carry"]   (.whl from ../shared/device/wheels.sh; .carry/datasets = ../shared/datasets)
-#   usage: bash benchmarks/device/h200.sh [tests] [sandbox] [probe] [bench | bench_build | bench_judge] ...   env TESTS selects tests (default: all gpu tests)
+#   usage: bash benchmarks/device/h200.sh [tests] [sandbox] [bench | bench_build | bench_judge] ...   env TESTS selects tests (default: all gpu tests)
 #   on nvidia-h200-x2: CUDA_GYM_TEST_GPUS=0,1 PYTEST_ARGS='-n 2' gives each pytest-xdist worker its own GPU
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
@@ -27,9 +27,6 @@ for stage in "$@"; do
         --junitxml="$OUT/sandbox_tests.xml" tests/test_sandbox.py tests/test_sandbox_escapes.py \
         tests/test_sandbox_start.py tests/test_sandbox_host.py > "$OUT/sandbox_tests.log" 2>&1
       tail -5 "$OUT/sandbox_tests.log" ;;
-    probe)
-      timeout -s INT "${PROBE_LIMIT_S:-240}" python3 benchmarks/device/window_probe.py "$OUT/window_probe.json" \
-        "${PROBE_SESSIONS:-3}" "${PROBE_CALLS:-100}" 2>&1 | tail -40 ;;
     bench|bench_build)
       BENCH_OUT="$OUT/bench_build.json" timeout -s INT 300 python3 -m pytest -q -p no:cacheprovider \
         benchmarks/bench_build.py --benchmark-json="$OUT/bench_build_pytest.json" 2>&1 | tail -6 ;;&

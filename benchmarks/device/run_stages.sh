@@ -9,7 +9,7 @@
 #   only for stages whose claims are functional; timing stages (bench_judge, pool, eval) run alone.
 # Stages: bench_judge (h200.sh bench_judge: issue 10), pool (pool_h200.sh: issue 14), eval
 # (eval_references.sh: issue 16), train (train_stages.sh: issue 17), adapters (adapters_transcripts.sh:
-# issue 18), validate (validate_tasks.sh: issue 19), tests / sandbox / probe (h200.sh).
+# issue 18), validate (validate_tasks.sh: issue 19), tests / sandbox (h200.sh).
 set -uo pipefail
 START=$(date +%s)
 ROOT_OUT="${OUT:-/tmp/out}"; mkdir -p "$ROOT_OUT"
@@ -24,7 +24,7 @@ run_stage() {  # stage budget
   case "$stage" in
     bench_judge) OUT="$ROOT_OUT/$stage" BENCH_JUDGE_LIMIT_S=$(( budget - 30 )) \
                    timeout -s INT -k 15 "$budget" bash "$HERE/h200.sh" bench_judge ;;
-    tests|sandbox|probe) OUT="$ROOT_OUT/$stage" TESTS_LIMIT_S=$(( budget - 30 )) SANDBOX_LIMIT_S=$(( budget - 30 )) \
+    tests|sandbox) OUT="$ROOT_OUT/$stage" TESTS_LIMIT_S=$(( budget - 30 )) SANDBOX_LIMIT_S=$(( budget - 30 )) \
                    PROBE_LIMIT_S=$(( budget - 30 )) timeout -s INT -k 15 "$budget" bash "$HERE/h200.sh" "$stage" ;;
     pool)        OUT="$ROOT_OUT/$stage" BENCH_POOL_LIMIT_S=$(( budget - 30 )) \
                    timeout -s INT -k 15 "$budget" bash "$HERE/pool_h200.sh" ;;

@@ -211,10 +211,17 @@ class Server:
             return Reply(seq=msg.seq, error=describe(exc, "call"), violations=_subclass_violation(exc)), [], pending
 
     def finish(self, pending: _Pending) -> Finished:
-        """Wait for the call's work (on a GPU after the driver's release), then report how it ended."""
+        """Wait for the call's work (on a GPU after the driver's release), then report how it ended.
+
+        Only the call's stream is waited for: work a submission leaves running on a stream of its own
+        goes on into the driver's next window (it delays the driver's kernels there, counted or seen as
+        a busy GPU), instead of delaying this message, which no clock counts."""
         error = ""
         try:
-            harness.synchronize(self.device)
+            if self.stream is not None:
+                self.stream.synchronize()
+            else:
+                harness.synchronize(self.device)
         except BaseException as exc:  # noqa: BLE001 - a CUDA fault of the call's kernels
             error = describe(exc, "call")
         event_ms = -1.0

@@ -64,14 +64,15 @@ class JudgeConfig:
     timed_window_s: float | None = None
     """A timing run goes on past ``timed_calls`` until its timed windows add up to this many seconds (at
     most ``max_timed_calls`` calls). ``None``: 0.3 s on a GPU when ``timed_calls`` is left at its default,
-    else 0: a GPU call's round trip spreads by about 0.1-0.2 ms, so a short call needs hundreds of timed
-    calls for its median to settle; the CPU's clock needs none."""
+    else 0: a GPU call's window also holds the GPU's switches between the driver's context and the
+    server's, which vary from call to call, so a short call needs hundreds of timed calls for its median to
+    settle; the CPU's clock needs none."""
 
     max_timed_calls: int = 1000
     """The most timed calls of one timing run extended by ``timed_window_s``."""
 
     checked_timed_calls: int = 3
-    """How many timed calls, chosen at random and kept secret, have their outputs checked too."""
+    """Kept for old configs (validated, otherwise unused): every timed call's output is checked now."""
 
     sample_threshold_bytes: int = SAMPLE_THRESHOLD_BYTES
     """Output tensors larger than this are compared on a secret random sample of about 4 million
@@ -203,11 +204,6 @@ class JudgeConfig:
         if self.timed_window_s is not None:
             return self.timed_window_s
         return 0.3 if self.is_cuda and self.timed_calls is None else 0.0
-
-    @property
-    def n_checked(self) -> int:
-        """Timed calls whose outputs are checked (never more than the timed calls)."""
-        return min(self.checked_timed_calls, self.n_timed)
 
     def tolerance(self, dtype_name: str) -> tuple[float, float]:
         """``(atol, rtol)`` for a float dtype name such as ``float32``."""

@@ -1,11 +1,12 @@
 """What the machine's CPUs did while a server was timed: diagnostics of the trusted clock, never a verdict.
 
-The driver's round trip is CPU work on two pinned CPUs (``driver.timing_cpus``) on both sides of the GPU
-work. On the H200 (2026-12-02) the CPU-side parts of real calls ran about twice as long in some fresh
-servers as in others while the servers' no-op calibration did not differ; what else ran beside the timing
-CPUs was not recorded. ``timing_load`` says it from ``/proc/stat`` (per-CPU jiffies, including the time a
-hypervisor took away, *steal*) over a timing run: how busy the two timing CPUs, their SMT siblings and
-the other CPUs were.
+On the CPU the driver's round trip is CPU work on both sides; on a GPU the window is timed by the driver's
+CUDA events, but the driver and the server still spin on two pinned CPUs (``driver.timing_cpus``) around
+it. On the H200 (2026-12-02), under the earlier host-clock round trip, the CPU-side parts of real calls ran
+about twice as long in some fresh servers as in others while the servers' no-op calibration did not
+differ; what else ran beside the timing CPUs was not recorded. ``timing_load`` says it from
+``/proc/stat`` (per-CPU jiffies, including the time a hypervisor took away, *steal*) over a timing run:
+how busy the two timing CPUs, their SMT siblings and the other CPUs were.
 """
 
 from __future__ import annotations

@@ -92,7 +92,10 @@ BUSY_SHARE = 0.2
 """``gpu-busy`` when more than this share of the timed calls saw a busy GPU."""
 ARM_WAIT_S = 0.5
 """GPU: how long the driver waits for the answer of an enqueued call before it releases the call anyway (a
-``forward`` that synchronizes blocks until the release); such a session's later calls are released at once."""
+``forward`` that synchronizes blocks until the release). After two such calls in a row the session's calls
+are released at once, the wait for the answer counted, except every ``LATE_RETRY_CALLS``-th, which waits
+again: a program whose first calls synchronized (an autotuner) gets its calls enqueued again."""
+LATE_RETRY_CALLS = 50
 
 
 @dataclass
@@ -117,7 +120,8 @@ class CallResult:
     outputs: Any = None
     """The output structure with every tensor copied into the driver's memory (``None`` on error)."""
     ms: float = math.nan
-    """Trusted round trip (release to verified sample) in milliseconds, overhead not subtracted."""
+    """The trusted window in milliseconds, overhead not subtracted (GPU: the timing stream's first to last
+    event; CPU: the driver's clock from the send to the sample read)."""
     event_ms: float = -1.0
     violations: list[tuple[str, str]] = field(default_factory=list)
     error: str = ""
@@ -187,15 +191,14 @@ class ServerSession:
         self.flags: StreamFlags | None = None
         self.timing_stream: torch.cuda.Stream | None = None
         """GPU: the driver's stream that copies the inputs, releases, waits and samples between its events."""
-        self._late = False
-        """GPU: the server's calls synchronize before they are enqueued; release them at once."""
         self._late_calls = 0
+        """GPU: calls in a row whose answer came only after ``ARM_WAIT_S`` (``_late``)."""
         self._leaves: list[TensorRef] = []
         self._reply_outputs: Value | None = None
         self._samples: list[tuple[Any, torch.Tensor]] = []
         self._pending_fds: list[int] = []
         self.noop_trips: list[float] = []
-        """The calibration round trips in ms (diagnostics: their deciles)."""
+        """The calibration calls' windows in ms (diagnostics: their percentiles)."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -231,7 +234,7 @@ class ServerSession:
         self.remote = RemoteMemory(self.host_pid)
 
     def calibrate(self, template: Any, make_inputs: Callable[[], list[Any]], arena_bytes: int) -> None:
-        """Time no-op round trips (trusted code only in the server so far); keep their median."""
+        """Time no-op calls (trusted code only in the server so far); keep their first quartile as the overhead."""
         assert self.channel is not None
         if self.cuda:
             self._pin()  # here, not at start: a warm server is started on another thread than the one that times
@@ -315,6 +318,10 @@ class ServerSession:
                 self.proc.wait(timeout=10)
             except Exception:  # noqa: BLE001 - best effort
                 pass
+        if self.flags_tensor is not None and self.seq:
+            # a window left open by an exception: its done word (harmless when it came) frees the timing stream
+            with contextlib.suppress(Exception):
+                self._rescue(self.seq)
         if self.arena is not None:
             self.arena.close()
         if self.peer is not None:
@@ -363,7 +370,7 @@ class ServerSession:
             self._window_affinity(True)
         try:
             if self.cuda:
-                result = self._call_gpu(inputs, call, timeout_s, release_at_once=first or profile or self._late)
+                result = self._call_gpu(inputs, call, timeout_s, release_at_once=first or profile or self._late())
             else:
                 result = self._call_cpu(inputs, call, timeout_s)
         finally:  # the window is closed
@@ -443,16 +450,17 @@ class ServerSession:
         probes: list[Any] = []
         enqueued = recorded = False
         t0 = t_armed = time.perf_counter()
+        deadline = t0 + timeout_s  # one bound for the whole call
         try:
             self.channel.send(payload, fds)  # the pool keeps owning the fds
             if not release_at_once:
                 reply = self._armed_reply(ARM_WAIT_S)
-                # two late answers in a row: its calls synchronize before they are enqueued; release them at once
                 self._late_calls = 0 if reply is not None else self._late_calls + 1
-                self._late = self._late_calls >= 2
             t_armed = time.perf_counter()
             if reply is not None:
                 failure, probes = self._gpu_probes(reply, draws)
+            # the inputs were made on the driver's current stream: the copies must not start before them
+            stream.wait_stream(torch.cuda.current_stream(self.spec.device))
             with torch.cuda.stream(stream):
                 events[0].record()
                 for dst, src in copies:
@@ -465,41 +473,46 @@ class ServerSession:
                 enqueued = True
                 events[3].record()
                 if reply is None:
-                    reply, self._pending_fds = self.channel.recv(Reply, timeout_s, self._alive)
+                    reply, self._pending_fds = self.channel.recv(
+                        Reply, max(0.0, deadline - time.perf_counter()), self._alive
+                    )
                     failure, probes = self._gpu_probes(reply, draws)
                 samples = self._read_probes(probes)  # behind the done word
                 events[4].record()
                 recorded = True
-            if not self._wait_event(events[4], t0 + timeout_s, self.channel.readable):
-                self._rescue(call.seq, events[4])
-                self._die("the call did not finish within its time bound", timeout=True)
-                return CallResult(error=self.dead)
+            in_time = self._wait_event(events[4], deadline, self.channel.readable)
         except PeerGone as exc:
-            if enqueued:
-                self._close_window(stream, events[4], recorded, call.seq)
-            return self._gone(exc)
-        except Exception as exc:  # noqa: BLE001 - whatever the answer makes fail here is the answer's fault
-            # A forged or impossible answer (bad references, unreadable memory, a type the driver cannot
-            # read) is the candidate's failure, never the judge's: native code writes every byte of it.
-            log.debug("unreadable answer", exc_info=True)
-            close_fds(self._pending_fds)
-            self._pending_fds = []
-            result = self._refuse(f"the server's answer could not be read: {type(exc).__name__}: {exc}")
+            result = self._gone(exc)
             if enqueued:
                 self._close_window(stream, events[4], recorded, call.seq)
             return result
-        finished = self._finished(call.seq, timeout_s)
-        if finished is None:
+        except (ProtocolError, UnreadableAnswer) as exc:
+            # A forged or impossible answer (bad references, unreadable memory, a type the driver cannot
+            # read) is the candidate's failure, never the judge's: native code writes every byte of it.
+            # Anything else that fails here is the driver's own GPU work: it propagates (a JudgeError).
+            log.debug("unreadable answer", exc_info=True)
+            close_fds(self._pending_fds)
+            self._pending_fds = []
+            result = self._refuse(f"the server's answer could not be read: {exc}")
             if enqueued:
                 self._close_window(stream, events[4], recorded, call.seq)
+            return result
+        if not in_time:
+            self._die("the call did not finish within its time bound", timeout=True)
+            self._rescue(call.seq, events[4])
             return CallResult(error=self.dead)
-        if recorded and not self._wait_event(events[4], time.perf_counter() + 2.0):
+        finished = self._finished(call.seq, max(0.0, deadline - time.perf_counter()) + 2.0)
+        if finished is None:
+            self._close_window(stream, events[4], recorded, call.seq)
+            return CallResult(error=self.dead)
+        if not self._wait_event(events[4], time.perf_counter() + 2.0):
             # It finished before its done word came: its work failed (a CUDA fault ends the context's work,
             # the done word with it), or it lies. Either way the session ends here.
+            result = self._refuse(failure or finished.error or "the server finished a call without signalling it done")
             self._rescue(call.seq, events[4])
-            return self._refuse(finished.error or "the server finished a call without signalling it done")
+            return result
         result = self._result(reply, finished, failure)
-        return self._gpu_result(result, events if recorded else [], t_armed - t0, samples, finished)
+        return self._gpu_result(result, events, t_armed - t0, samples, finished)
 
     # ------------------------------------------------------------------ call helpers
 
@@ -558,6 +571,10 @@ class ServerSession:
         self.shared_inputs = shared
         return values, copies, segs, fds
 
+    def _late(self) -> bool:
+        """Whether this call is released at once because the session's calls answer only after their release."""
+        return self._late_calls >= 2 and self.seq % LATE_RETRY_CALLS != 0
+
     def _armed_reply(self, wait_s: float) -> Reply | None:
         """The answer of a call that is enqueued (sent before it runs), or ``None`` when none came within
         ``wait_s``: the server synchronizes inside ``forward`` before it could answer."""
@@ -565,9 +582,11 @@ class ServerSession:
         try:
             reply, rfds = self.channel.recv(Reply, wait_s, self._alive)
         except PeerGone as exc:
-            if "no answer" in str(exc) and self._alive():
-                return None
-            raise
+            if "no answer" not in str(exc):
+                raise
+            if not self._alive():
+                raise PeerGone("the peer process ended") from None
+            return None
         self._pending_fds = rfds
         return reply
 
@@ -576,20 +595,28 @@ class ServerSession:
         or ``None`` for an empty output); ``(failure, probes)``."""
         assert self.peer is not None
         rfds, self._pending_fds = self._pending_fds, []
-        failure = self._reply_failure(reply)
+        try:
+            failure = self._reply_failure(reply)
+        except BaseException:
+            close_fds(rfds)
+            raise
         if failure:
             close_fds(rfds)
             return failure, []
-        self.peer.attach(reply.segments, rfds)  # closes them
-        probes: list[Any] = []
-        for i, ref in enumerate(self._leaves):
-            if math.prod(ref.shape) == 0:
-                probes.append(None)
-                continue
-            phase, jitter = draws[i] if i < len(draws) else secret_numbers(2)
-            probe = self.peer.probe(ref, phase, jitter)
-            self._pinned(probe.nbytes, 2 * i)  # allocated now, not in the window
-            probes.append(probe)
+        try:
+            self.peer.attach(reply.segments, rfds)  # closes them
+            probes: list[Any] = []
+            for i, ref in enumerate(self._leaves):
+                if math.prod(ref.shape) == 0:
+                    probes.append(None)
+                    continue
+                phase, jitter = draws[i] if i < len(draws) else secret_numbers(2)
+                probes.append(self.peer.probe(ref, phase, jitter))
+        except Exception as exc:  # noqa: BLE001 - the answer's references, written by native code
+            raise UnreadableAnswer(f"{type(exc).__name__}: {exc}") from exc
+        for i, probe in enumerate(probes):
+            if probe is not None:
+                self._pinned(probe.nbytes, 2 * i)  # allocated now, not in the window
         return "", probes
 
     def _read_probes(self, probes: list[Any]) -> list[tuple[Any, torch.Tensor]]:
@@ -670,21 +697,31 @@ class ServerSession:
         return True
 
     def _close_window(self, stream: Any, event: torch.cuda.Event, recorded: bool, seq: int) -> None:
-        """End a window whose server went away: the timing stream must not stay blocked on its done word."""
+        """End a window whose server is gone (killed first): the timing stream must not stay blocked on
+        its done word."""
         if not recorded:
             with torch.cuda.stream(stream):
                 event.record()
         if not event.query():
             self._rescue(seq, event)
 
-    def _rescue(self, seq: int, event: torch.cuda.Event) -> None:
-        """Unblock the timing stream waiting for a done word that never came (a hung or lying server): the
-        driver writes it itself from a stream of its own. ``JudgeError`` if the stream stays blocked."""
+    def _rescue(self, seq: int, event: torch.cuda.Event | None = None) -> None:
+        """Unblock the timing stream waiting for a done word that never came (a hung or lying server, killed
+        before this): the driver writes the word itself from a stream of its own, again each second, until
+        ``event`` (the window's last) completed. ``JudgeError`` if the stream stays blocked for 10 s."""
         assert self.flags_tensor is not None
-        with torch.cuda.stream(torch.cuda.Stream(self.spec.device, priority=-1)):
-            self.flags_tensor[DONE_WORD].fill_(seq)
-        if not self._wait_event(event, time.perf_counter() + 10.0):
-            raise JudgeError("the driver's timing stream stays blocked after a call's time bound")
+        rescue = torch.cuda.Stream(self.spec.device, priority=-1)
+        until = time.perf_counter() + 10.0
+        while True:
+            with torch.cuda.stream(rescue):
+                self.flags_tensor[DONE_WORD].fill_(seq)
+            if event is None:
+                rescue.synchronize()
+                return
+            if self._wait_event(event, min(until, time.perf_counter() + 1.0)):
+                return
+            if time.perf_counter() > until:
+                raise JudgeError("the driver's timing stream stays blocked after a call's time bound")
 
     # ------------------------------------------------------------------ trusted observations
 
@@ -839,7 +876,8 @@ class ServerSession:
         return host_positions, self.remote.gather(ref, host_positions)
 
     def _pinned(self, nbytes: int, slot: int) -> torch.Tensor:
-        """A pinned host buffer of at least ``nbytes`` (two slots: the window's read and the re-read)."""
+        """A pinned host buffer of at least ``nbytes``, kept per ``slot`` (``2 * i``: output ``i``'s sample read
+        in the window; ``1``: the re-reads after it, one output at a time)."""
         buf = self._pinned_buffers.get(slot)
         if buf is None or buf.numel() < nbytes:
             buf = torch.empty(max(nbytes, 4096), dtype=torch.uint8, pin_memory=True)
@@ -875,6 +913,10 @@ class ServerSession:
     def _open_idle(self) -> None:
         if not self.dead:
             self._idle_mark = (time.perf_counter(), self.helper_cpu_s())
+
+
+class UnreadableAnswer(Exception):
+    """An answer the driver cannot map or read: the candidate's failure (native code writes every byte of it)."""
 
 
 def secret_numbers(n: int) -> list[int]:
@@ -937,12 +979,28 @@ def copy_bytes(dst: torch.Tensor, src: torch.Tensor) -> None:
     context never runs beside one of the server's)."""
     if dst.numel() == 0:
         return
-    if dst.is_contiguous() and src.is_contiguous() and dst.dtype == src.dtype:
-        nbytes = dst.numel() * dst.element_size()
+    if dst.dtype == src.dtype and dst.stride() == src.stride() and dense_span(dst):
+        # dense (permuted or not) with the same layout: the span of storage both cover, as flat bytes
+        n = dst.numel()
+        flat_dst = dst.as_strided((n,), (1,), dst.storage_offset()).view(torch.uint8)
+        flat_src = src.as_strided((n,), (1,), src.storage_offset()).view(torch.uint8)
+        nbytes = flat_dst.numel()
         wide = torch.int32 if nbytes % 4 == 0 and dst.data_ptr() % 4 == 0 and src.data_ptr() % 4 == 0 else torch.uint8
-        torch.bitwise_or(src.reshape(-1).view(torch.uint8).view(wide), 0, out=dst.reshape(-1).view(torch.uint8).view(wide))
+        torch.bitwise_or(flat_src.view(wide), 0, out=flat_dst.view(wide))
         return
-    dst.copy_(src)
+    dst.copy_(src)  # different layouts: an elementwise copy kernel
+
+
+def dense_span(t: torch.Tensor) -> bool:
+    """Whether ``t``'s elements fill one gap-free span of its storage starting at its first element
+    (contiguous in some order of its dimensions, no stride negative or zero where the size exceeds one)."""
+    step = 1
+    dims = [(size, stride) for size, stride in zip(t.shape, t.stride()) if size != 1]
+    for size, stride in sorted(dims, key=lambda d: d[1]):
+        if stride != step:
+            return False
+        step *= size
+    return True
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

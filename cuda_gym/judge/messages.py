@@ -82,8 +82,8 @@ ServerKind = Literal["workspace", "single", "reference", "compile"]
 class Calibrate:
     """Before any submission code loads: answer no-op calls returning tensors of this output layout.
 
-    The driver times these round trips (the protocol overhead it subtracts) while the server is
-    still only trusted code. On a GPU ``flags`` locates the session's release and done words
+    The driver times these calls (their first quartile is the protocol overhead it subtracts) while
+    the server is still only trusted code. On a GPU ``flags`` locates the session's release and done words
     (``transport.StreamFlags``) in the driver's segment announced in ``segments`` (its fd beside it).
     """
 
@@ -463,7 +463,7 @@ class _Invalid(Exception):
 Checker = Callable[[Any], Any]
 _CHECKERS: dict[Any, Checker] = {}
 """One compiled checker per schema type: a message's types are walked once per process, not per message
-(decoding sits inside the judge's timed round trips)."""
+(decoding sits inside the CPU judge's timed round trips)."""
 
 
 def from_plain(cls: type, data: Any, where: str) -> Any:

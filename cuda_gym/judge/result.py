@@ -71,11 +71,12 @@ class Timing:
         min_ms, max_ms: extremes.
         iqr_ms: interquartile range (the spread).
         trials: number of timed calls.
-        host_median_ms: median raw round trip per call as the trusted driver measured it (release to
-            verified output), before the protocol overhead is subtracted.
+        host_median_ms: median raw window per call as the trusted driver measured it (GPU: its events
+            around the input copy, the flush, release to done and the sample reads; CPU: its clock from
+            the send to the sample read), before the protocol overhead is subtracted.
         source: ``measured`` or ``cache`` (reference timings come from the on-disk cache).
-        overhead_ms: the protocol overhead subtracted from every call (median no-op round trip of the
-            same server before the submission loaded).
+        overhead_ms: the protocol overhead subtracted from every call (the first quartile of the same
+            server's no-op calls, timed alike before the submission loaded).
         event_median_ms: median CUDA-event time the server measured itself: untrusted, for information
             (NaN on the CPU and for baselines).
         resolution_ms: the trusted clock's resolution on that server (half the IQR of its calibration

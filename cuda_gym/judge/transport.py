@@ -147,7 +147,9 @@ class Channel:
     def readable(self) -> bool:
         """Whether a message waits to be received (without taking it)."""
         try:
-            return bool(select.select([self.sock], [], [], 0)[0])
+            poller = select.poll()  # not select(): it fails for descriptors above 1023
+            poller.register(self.sock, select.POLLIN)
+            return bool(poller.poll(0))
         except (OSError, ValueError):
             return True  # a closed socket: the next ``recv`` says so
 
