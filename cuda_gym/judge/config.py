@@ -18,7 +18,7 @@ SAMPLE_THRESHOLD_BYTES = 64 * 2**20
 """Default of ``JudgeConfig.sample_threshold_bytes``: output tensors larger than this are compared on a
 random sample of elements (see ``cuda_gym.judge.harness.sample_large``)."""
 
-TIMING_METHOD = "trusted-stream/6"
+TIMING_METHOD = "trusted-stream/7"
 """Version of the timing method (GPU: the driver's CUDA events around the release and the done word,
 ``transport.StreamFlags``; CPU: the driver's round trip; ``cuda_gym.judge.driver``): baseline cache entries
 and cached judgements measured with another method are measured again."""

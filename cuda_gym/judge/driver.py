@@ -5,12 +5,14 @@ starts a ``candidate_server`` through ``cuda_gym.sandbox`` and, per call, makes 
 values from a secret seed, made only now, in its own memory).
 
 GPU: the server enqueues the call behind a wait for the session's release word and answers where its
-outputs will be; then the driver's timing stream, between two CUDA events of the driver's: copies the
-inputs into the shared buffers the server was given, flushes the L2, writes the release word, waits for
-the server's done word, reads a secret random sample of the output bytes. The call's time is the span of
-those events (the GPU's clock, in the driver's context) minus the protocol overhead calibrated on the same
-server before any submission code was loaded. CPU: the driver's ``perf_counter`` from the send to the
-sample read, the inputs in a shared arena.
+outputs will be; then the driver enqueues its whole window on its timing stream, held by a private gate
+word until all of it is enqueued (no gap of the driver's CPU inside it): copy the inputs into the shared
+buffers the server was given, flush the L2, write the release word, wait for the server's done word, read
+a secret random sample of the output bytes, each step between CUDA events of the driver's. The call's time
+on the GPU's clock, in the driver's context: release to the last sample read, plus whatever the copy and
+the flush took beyond their bound calibrated on the same server (work of the server's context interleaved
+there is counted), minus the protocol overhead calibrated alike before any submission code was loaded.
+CPU: the driver's ``perf_counter`` from the send to the sample read, the inputs in a shared arena.
 
 Afterwards it copies the whole output and compares it with the reference output for the same inputs;
 inputs are compared with the driver's own clones. What the driver observes itself, and so trusts: its
@@ -90,6 +92,14 @@ BUSY_FACTOR = 3.0
 """A flush slower than this many times its calibrated median (+0.05 ms) means the GPU was busy."""
 BUSY_SHARE = 0.2
 """``gpu-busy`` when more than this share of the timed calls saw a busy GPU."""
+PRELUDE_SLACK = 0.05
+PRELUDE_SLACK_MS = 0.01
+"""GPU: the driver's own work before the release (the input copy and the flush) is bounded by the median of
+the same work in the session's calibration times ``1 + PRELUDE_SLACK``, plus ``PRELUDE_SLACK_MS``; only what
+a call's prelude takes beyond that bound is counted in its time. On the H200 the prelude varied by up to 4%
+from server to server (its own noise, and the write-back of the previous call's outputs from the L2) while
+release to done moved by 0.1%; work of the server's context cannot run inside the prelude without two
+switches of the GPU between contexts, 0.29 ms measured, far above the slack, so it always shows in full."""
 ARM_WAIT_S = 0.5
 """GPU: how long the driver waits for the answer of an enqueued call before it releases the call anyway (a
 ``forward`` that synchronizes blocks until the release). After two such calls in a row the session's calls
@@ -191,6 +201,13 @@ class ServerSession:
         self.flags: StreamFlags | None = None
         self.timing_stream: torch.cuda.Stream | None = None
         """GPU: the driver's stream that copies the inputs, releases, waits and samples between its events."""
+        self.gate: StreamFlags | None = None
+        """GPU: the driver's private gate word (not shared): the timing stream waits for it to reach the call's
+        number, written from ``gate_stream`` once the window is enqueued."""
+        self._gate_tensor: torch.Tensor | None = None
+        self.gate_stream: torch.cuda.Stream | None = None
+        self.prelude_bound_ms = math.inf
+        """GPU: the bound of the input copy and flush (``PRELUDE_SLACK``); ``inf`` while calibrating."""
         self._late_calls = 0
         """GPU: calls in a row whose answer came only after ``ARM_WAIT_S`` (``_late``)."""
         self._leaves: list[TensorRef] = []
@@ -253,7 +270,12 @@ class ServerSession:
             if seg is not None:
                 segments, fds = (seg,), [fd]
             self.flags = StreamFlags(self.flags_tensor.data_ptr())
+            self._gate_tensor = torch.zeros(1, dtype=torch.int32, device=self.spec.device)  # the driver's alone
+            torch.cuda.synchronize(self.spec.device)
+            self.gate = StreamFlags(self._gate_tensor.data_ptr())
             self.timing_stream = torch.cuda.Stream(self.spec.device)
+            self.gate_stream = torch.cuda.Stream(self.spec.device)
+            self.prelude_bound_ms = math.inf
         outputs = to_value(
             template,
             lambda t: TensorRef(
@@ -287,6 +309,11 @@ class ServerSession:
         # median takes in the load spikes of a busy machine (on a loaded CPU a typical no-op outlasted real
         # calls). Candidate and baselines are calibrated alike, before any of their code is loaded, so
         # nothing a submission does can change what is subtracted.
+        if self.cuda:
+            # the prelude's bound from the no-ops' own preludes, then their times as real calls' are counted
+            preludes = [p["copy"] + p["flush"] for p in self.noop_parts]
+            self.prelude_bound_ms = statistics.median(preludes) * (1 + PRELUDE_SLACK) + PRELUDE_SLACK_MS
+            trips = [self._counted_ms(p) for p in self.noop_parts]
         self.noop_trips = trips
         quartiles = statistics.quantiles(trips, n=4)
         self.overhead_ms = quartiles[0]
@@ -318,7 +345,7 @@ class ServerSession:
                 self.proc.wait(timeout=10)
             except Exception:  # noqa: BLE001 - best effort
                 pass
-        if self.flags_tensor is not None and self.seq:
+        if self.flags is not None and self.gate is not None and self.seq:
             # a window left open by an exception: its done word (harmless when it came) frees the timing stream
             with contextlib.suppress(Exception):
                 self._rescue(self.seq)
@@ -438,6 +465,7 @@ class ServerSession:
         (a first call's one-time work, a profiled call, or a session whose calls synchronize before they
         are enqueued); the samples are then read once the answer came, the wait for it counted."""
         assert self.channel is not None and self.flags is not None and self.timing_stream is not None
+        assert self.gate is not None
         values, copies, segs, fds = self._stage_inputs(inputs)
         payload = encode(replace(call, inputs=tuple(values), segments=tuple(segs)))
         draws = self._draw_positions()
@@ -461,7 +489,9 @@ class ServerSession:
                 failure, probes = self._gpu_probes(reply, draws)
             # the inputs were made on the driver's current stream: the copies must not start before them
             stream.wait_stream(torch.cuda.current_stream(self.spec.device))
+            gated = False
             with torch.cuda.stream(stream):
+                self.gate.wait(stream.cuda_stream, 0, call.seq)  # nothing runs until the window is enqueued
                 events[0].record()
                 for dst, src in copies:
                     copy_bytes(dst, src)
@@ -473,6 +503,8 @@ class ServerSession:
                 enqueued = True
                 events[3].record()
                 if reply is None:
+                    self._open_gate(call.seq)  # the answer comes only after the release
+                    gated = True
                     reply, self._pending_fds = self.channel.recv(
                         Reply, max(0.0, deadline - time.perf_counter()), self._alive
                     )
@@ -480,6 +512,8 @@ class ServerSession:
                 samples = self._read_probes(probes)  # behind the done word
                 events[4].record()
                 recorded = True
+            if not gated:
+                self._open_gate(call.seq)
             in_time = self._wait_event(events[4], deadline, self.channel.readable)
         except PeerGone as exc:
             result = self._gone(exc)
@@ -536,12 +570,25 @@ class ServerSession:
             "flush": flush_ms,
             "work": work_ms,
             "sample": sample_ms,
+            "window": float(events[0].elapsed_time(events[4])),
             **_server_parts(finished.marks),
         }
+        result.parts["prelude_excess"] = max(0.0, copy_ms + flush_ms - self.prelude_bound_ms)
         if not result.error:
-            result.ms = float(events[0].elapsed_time(events[4]))
+            result.ms = self._counted_ms(result.parts)
             self._samples = [(p, b.clone()) for p, b in samples]
         return result
+
+    def _counted_ms(self, parts: dict[str, float]) -> float:
+        """GPU: a call's time on the trusted clock before the overhead: release to the last sample read, plus
+        the prelude (input copy, flush) beyond its bound (``PRELUDE_SLACK``)."""
+        excess = parts["copy"] + parts["flush"] - self.prelude_bound_ms
+        return parts["work"] + parts["sample"] + (excess if excess > 0 else 0.0)
+
+    def _open_gate(self, seq: int) -> None:
+        """Let the timing stream run the window of call ``seq`` (everything of it enqueued so far)."""
+        assert self.gate is not None and self.gate_stream is not None
+        self.gate.write(self.gate_stream.cuda_stream, 0, seq)
 
     def _stage_inputs(
         self, inputs: list[Any]
@@ -707,14 +754,15 @@ class ServerSession:
 
     def _rescue(self, seq: int, event: torch.cuda.Event | None = None) -> None:
         """Unblock the timing stream waiting for a done word that never came (a hung or lying server, killed
-        before this): the driver writes the word itself from a stream of its own, again each second, until
-        ``event`` (the window's last) completed. ``JudgeError`` if the stream stays blocked for 10 s."""
-        assert self.flags_tensor is not None
+        before this) or for a gate left shut: the driver writes both words itself from a stream of its own,
+        again each second, until ``event`` (the window's last) completed. ``JudgeError`` if the stream stays
+        blocked for 10 s."""
+        assert self.flags is not None and self.gate is not None
         rescue = torch.cuda.Stream(self.spec.device, priority=-1)
         until = time.perf_counter() + 10.0
         while True:
-            with torch.cuda.stream(rescue):
-                self.flags_tensor[DONE_WORD].fill_(seq)
+            self.gate.write(rescue.cuda_stream, 0, seq)  # a window cut before its gate opened
+            self.flags.write(rescue.cuda_stream, DONE_WORD, seq)
             if event is None:
                 rescue.synchronize()
                 return
