@@ -67,7 +67,7 @@ def test_probe_refuses_a_reference_outside_its_segment() -> None:
 )
 def test_an_input_reaches_its_shared_buffer_bit_for_bit(src: torch.Tensor) -> None:
     dst = torch.empty_like(src, memory_format=torch.preserve_format).zero_()  # the buffer's stale bytes
-    copy_bytes(dst, src)
+    copy_bytes(dst, src)()
     assert dst.stride() == src.stride() or not dense_span(src)
     assert torch.equal(dst.contiguous().view(torch.uint8), src.contiguous().view(torch.uint8))
 

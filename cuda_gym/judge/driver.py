@@ -5,10 +5,9 @@ starts a ``candidate_server`` through ``cuda_gym.sandbox`` and, per call, makes 
 values from a secret seed, made only now, in its own memory).
 
 GPU: the server enqueues the call behind a wait for the session's release word and answers where its
-outputs will be; then the driver enqueues its whole window on its timing stream, held by a private gate
-word until all of it is enqueued (no gap of the driver's CPU inside it): copy the inputs into the shared
-buffers the server was given, flush the L2, write the release word, wait for the server's done word, read
-a secret random sample of the output bytes, each step between CUDA events of the driver's. The call's time
+outputs will be; then the driver's timing stream, each step between CUDA events of the driver's: copies
+the inputs into the shared buffers the server was given, flushes the L2, writes the release word, waits
+for the server's done word, reads a secret random sample of the output bytes. The call's time
 on the GPU's clock, in the driver's context: release to the last sample read, plus whatever the copy and
 the flush took beyond their bound calibrated on the same server (work of the server's context interleaved
 there is counted), minus the protocol overhead calibrated alike before any submission code was loaded.
@@ -93,13 +92,14 @@ BUSY_FACTOR = 3.0
 BUSY_SHARE = 0.2
 """``gpu-busy`` when more than this share of the timed calls saw a busy GPU."""
 PRELUDE_SLACK = 0.05
-PRELUDE_SLACK_MS = 0.01
+PRELUDE_SLACK_MS = 0.02
 """GPU: the driver's own work before the release (the input copy and the flush) is bounded by the median of
 the same work in the session's calibration times ``1 + PRELUDE_SLACK``, plus ``PRELUDE_SLACK_MS``; only what
-a call's prelude takes beyond that bound is counted in its time. On the H200 the prelude varied by up to 4%
-from server to server (its own noise, and the write-back of the previous call's outputs from the L2) while
-release to done moved by 0.1%; work of the server's context cannot run inside the prelude without two
-switches of the GPU between contexts, 0.29 ms measured, far above the slack, so it always shows in full."""
+a call's prelude takes beyond that bound is counted in its time. On the H200 the prelude varied from server
+to server by up to 4% on a memory-bound task and 30% on a short one (the GPU idle between the driver's
+launches, the write-back of the previous call's outputs from the L2) while release to done moved by 0.1%.
+Work of the server's context cannot run inside the prelude without two switches of the GPU between
+contexts, 0.29 ms measured, far above the slack, so it always shows, less at most the slack."""
 ARM_WAIT_S = 0.5
 """GPU: how long the driver waits for the answer of an enqueued call before it releases the call anyway (a
 ``forward`` that synchronizes blocks until the release). After two such calls in a row the session's calls
@@ -201,11 +201,6 @@ class ServerSession:
         self.flags: StreamFlags | None = None
         self.timing_stream: torch.cuda.Stream | None = None
         """GPU: the driver's stream that copies the inputs, releases, waits and samples between its events."""
-        self.gate: StreamFlags | None = None
-        """GPU: the driver's private gate word (not shared): the timing stream waits for it to reach the call's
-        number, written from ``gate_stream`` once the window is enqueued."""
-        self._gate_tensor: torch.Tensor | None = None
-        self.gate_stream: torch.cuda.Stream | None = None
         self.prelude_bound_ms = math.inf
         """GPU: the bound of the input copy and flush (``PRELUDE_SLACK``); ``inf`` while calibrating."""
         self._late_calls = 0
@@ -270,11 +265,7 @@ class ServerSession:
             if seg is not None:
                 segments, fds = (seg,), [fd]
             self.flags = StreamFlags(self.flags_tensor.data_ptr())
-            self._gate_tensor = torch.zeros(1, dtype=torch.int32, device=self.spec.device)  # the driver's alone
-            torch.cuda.synchronize(self.spec.device)
-            self.gate = StreamFlags(self._gate_tensor.data_ptr())
             self.timing_stream = torch.cuda.Stream(self.spec.device)
-            self.gate_stream = torch.cuda.Stream(self.spec.device)
             self.prelude_bound_ms = math.inf
         outputs = to_value(
             template,
@@ -345,7 +336,7 @@ class ServerSession:
                 self.proc.wait(timeout=10)
             except Exception:  # noqa: BLE001 - best effort
                 pass
-        if self.flags is not None and self.gate is not None and self.seq:
+        if self.flags is not None and self.seq:
             # a window left open by an exception: its done word (harmless when it came) frees the timing stream
             with contextlib.suppress(Exception):
                 self._rescue(self.seq)
@@ -465,7 +456,6 @@ class ServerSession:
         (a first call's one-time work, a profiled call, or a session whose calls synchronize before they
         are enqueued); the samples are then read once the answer came, the wait for it counted."""
         assert self.channel is not None and self.flags is not None and self.timing_stream is not None
-        assert self.gate is not None
         values, copies, segs, fds = self._stage_inputs(inputs)
         payload = encode(replace(call, inputs=tuple(values), segments=tuple(segs)))
         draws = self._draw_positions()
@@ -489,12 +479,10 @@ class ServerSession:
                 failure, probes = self._gpu_probes(reply, draws)
             # the inputs were made on the driver's current stream: the copies must not start before them
             stream.wait_stream(torch.cuda.current_stream(self.spec.device))
-            gated = False
             with torch.cuda.stream(stream):
-                self.gate.wait(stream.cuda_stream, 0, call.seq)  # nothing runs until the window is enqueued
                 events[0].record()
-                for dst, src in copies:
-                    copy_bytes(dst, src)
+                for copy in copies:  # prepared before: no Python of the driver's between the launches
+                    copy()
                 events[1].record()
                 self.flusher()
                 events[2].record()
@@ -503,8 +491,6 @@ class ServerSession:
                 enqueued = True
                 events[3].record()
                 if reply is None:
-                    self._open_gate(call.seq)  # the answer comes only after the release
-                    gated = True
                     reply, self._pending_fds = self.channel.recv(
                         Reply, max(0.0, deadline - time.perf_counter()), self._alive
                     )
@@ -512,8 +498,6 @@ class ServerSession:
                 samples = self._read_probes(probes)  # behind the done word
                 events[4].record()
                 recorded = True
-            if not gated:
-                self._open_gate(call.seq)
             in_time = self._wait_event(events[4], deadline, self.channel.readable)
         except PeerGone as exc:
             result = self._gone(exc)
@@ -585,21 +569,16 @@ class ServerSession:
         excess = parts["copy"] + parts["flush"] - self.prelude_bound_ms
         return parts["work"] + parts["sample"] + (excess if excess > 0 else 0.0)
 
-    def _open_gate(self, seq: int) -> None:
-        """Let the timing stream run the window of call ``seq`` (everything of it enqueued so far)."""
-        assert self.gate is not None and self.gate_stream is not None
-        self.gate.write(self.gate_stream.cuda_stream, 0, seq)
-
     def _stage_inputs(
         self, inputs: list[Any]
-    ) -> tuple[list[Value], list[tuple[torch.Tensor, torch.Tensor]], list[Any], list[int]]:
+    ) -> tuple[list[Value], list[Callable[[], Any]], list[Any], list[int]]:
         """GPU: a shared buffer in the driver's pool for each input tensor (what it holds now is stale: the
         inputs' bytes are copied in by the timing stream, after the call was sent); their descriptions,
-        the (buffer, input) pairs to copy, and the segments and fds to send."""
+        the copies (``copy_bytes``, prepared), and the segments and fds to send."""
         assert self.segments is not None
         segs: list[Any] = []
         fds: list[int] = []
-        copies: list[tuple[torch.Tensor, torch.Tensor]] = []
+        copies: list[Callable[[], Any]] = []
         shared: list[torch.Tensor] = []
 
         def ref(t: torch.Tensor) -> TensorRef:
@@ -607,7 +586,7 @@ class ServerSession:
             with self.segments.use():
                 dst = torch.empty_like(t, memory_format=torch.preserve_format)
             r, seg, fd = self.segments.ref_of(dst, self.sent_segments)
-            copies.append((dst, t.detach()))
+            copies.append(copy_bytes(dst, t.detach()))
             shared.append(dst)
             if seg is not None:
                 segs.append(seg)
@@ -754,14 +733,12 @@ class ServerSession:
 
     def _rescue(self, seq: int, event: torch.cuda.Event | None = None) -> None:
         """Unblock the timing stream waiting for a done word that never came (a hung or lying server, killed
-        before this) or for a gate left shut: the driver writes both words itself from a stream of its own,
-        again each second, until ``event`` (the window's last) completed. ``JudgeError`` if the stream stays
-        blocked for 10 s."""
-        assert self.flags is not None and self.gate is not None
+        before this): the driver writes the word itself from a stream of its own, again each second, until
+        ``event`` (the window's last) completed. ``JudgeError`` if the stream stays blocked for 10 s."""
+        assert self.flags is not None
         rescue = torch.cuda.Stream(self.spec.device, priority=-1)
         until = time.perf_counter() + 10.0
         while True:
-            self.gate.write(rescue.cuda_stream, 0, seq)  # a window cut before its gate opened
             self.flags.write(rescue.cuda_stream, DONE_WORD, seq)
             if event is None:
                 rescue.synchronize()
@@ -1021,12 +998,13 @@ def _server_parts(marks: Sequence[float]) -> dict[str, float]:
     }
 
 
-def copy_bytes(dst: torch.Tensor, src: torch.Tensor) -> None:
-    """Copy an input into its shared buffer with a kernel of the driver's (a contiguous same-type copy would
-    be a ``memcpy``, which may run on a copy engine beside a server's kernel; a kernel of the driver's
-    context never runs beside one of the server's)."""
+def copy_bytes(dst: torch.Tensor, src: torch.Tensor) -> Callable[[], Any]:
+    """The copy of an input into its shared buffer by a kernel of the driver's, prepared: the returned
+    function only launches it (its views are made now, so that no Python of the driver's lies between the
+    launches of a window). A contiguous same-type copy would be a ``memcpy``, which may run on a copy
+    engine beside a server's kernel; a kernel of the driver's context never runs beside one of the server's."""
     if dst.numel() == 0:
-        return
+        return lambda: None
     if dst.dtype == src.dtype and dst.stride() == src.stride() and dense_span(dst):
         # dense (permuted or not) with the same layout: the span of storage both cover, as flat bytes
         n = dst.numel()
@@ -1034,9 +1012,9 @@ def copy_bytes(dst: torch.Tensor, src: torch.Tensor) -> None:
         flat_src = src.as_strided((n,), (1,), src.storage_offset()).view(torch.uint8)
         nbytes = flat_dst.numel()
         wide = torch.int32 if nbytes % 4 == 0 and dst.data_ptr() % 4 == 0 and src.data_ptr() % 4 == 0 else torch.uint8
-        torch.bitwise_or(flat_src.view(wide), 0, out=flat_dst.view(wide))
-        return
-    dst.copy_(src)  # different layouts: an elementwise copy kernel
+        a, b = flat_src.view(wide), flat_dst.view(wide)
+        return lambda: torch.bitwise_or(a, 0, out=b)
+    return lambda: dst.copy_(src)  # different layouts: an elementwise copy kernel
 
 
 def dense_span(t: torch.Tensor) -> bool:
