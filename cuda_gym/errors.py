@@ -62,6 +62,11 @@ class PeerGone(JudgeError):
     """The other process of a judge channel closed it, died, or sent nothing in time."""
 
 
+class UnreadableAnswer(Exception):
+    """Raised in the trusted driver when a candidate server's answer cannot be mapped or read: the
+    candidate's failure (native code writes every byte of it), never a ``JudgeError``."""
+
+
 class CandidateError(Exception):
     """Raised inside the candidate server when the submission fails in a way that ends its run; the
     message is shown to the agent (it never leaves that process as an exception)."""

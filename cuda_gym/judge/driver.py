@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from cuda_gym.errors import JudgeError, ProtocolError, SandboxError
+from cuda_gym.errors import JudgeError, ProtocolError, SandboxError, UnreadableAnswer
 from cuda_gym.judge import harness
 from cuda_gym.judge.cpu_load import smt_siblings
 from cuda_gym.judge.messages import Calibrate, Call, Finished, Hello, Load, Loaded, Reply, Shutdown, TensorRef, Value, encode
@@ -938,10 +938,6 @@ class ServerSession:
     def _open_idle(self) -> None:
         if not self.dead:
             self._idle_mark = (time.perf_counter(), self.helper_cpu_s())
-
-
-class UnreadableAnswer(Exception):
-    """An answer the driver cannot map or read: the candidate's failure (native code writes every byte of it)."""
 
 
 def secret_numbers(n: int) -> list[int]:
