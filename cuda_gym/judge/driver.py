@@ -130,8 +130,9 @@ class CallResult:
     outputs: Any = None
     """The output structure with every tensor copied into the driver's memory (``None`` on error)."""
     ms: float = math.nan
-    """The trusted window in milliseconds, overhead not subtracted (GPU: the timing stream's first to last
-    event; CPU: the driver's clock from the send to the sample read)."""
+    """The trusted clock's reading in milliseconds, overhead not subtracted (GPU: release to the last sample
+    read plus the prelude beyond its bound, ``_counted_ms``; CPU: the driver's clock from the send to the
+    sample read)."""
     event_ms: float = -1.0
     violations: list[tuple[str, str]] = field(default_factory=list)
     error: str = ""
@@ -266,7 +267,6 @@ class ServerSession:
                 segments, fds = (seg,), [fd]
             self.flags = StreamFlags(self.flags_tensor.data_ptr())
             self.timing_stream = torch.cuda.Stream(self.spec.device)
-            self.prelude_bound_ms = math.inf
         outputs = to_value(
             template,
             lambda t: TensorRef(
@@ -542,9 +542,7 @@ class ServerSession:
         samples: list[tuple[Any, torch.Tensor]],
         finished: Finished,
     ) -> CallResult:
-        """A GPU call's time and parts from the timing stream's events (none: the window never closed)."""
-        if not events:
-            return result
+        """A GPU call's time and parts from the timing stream's events."""
         copy_ms, flush_ms, work_ms, sample_ms = (events[i].elapsed_time(events[i + 1]) for i in range(4))
         self._last_flush = flush_ms
         result.busy = self.flush_ms > 0 and flush_ms > BUSY_FACTOR * self.flush_ms + 0.05
@@ -557,7 +555,7 @@ class ServerSession:
             "window": float(events[0].elapsed_time(events[4])),
             **_server_parts(finished.marks),
         }
-        result.parts["prelude_excess"] = max(0.0, copy_ms + flush_ms - self.prelude_bound_ms)
+        result.parts["prelude_excess"] = self._prelude_excess(result.parts)
         if not result.error:
             result.ms = self._counted_ms(result.parts)
             self._samples = [(p, b.clone()) for p, b in samples]
@@ -566,8 +564,11 @@ class ServerSession:
     def _counted_ms(self, parts: dict[str, float]) -> float:
         """GPU: a call's time on the trusted clock before the overhead: release to the last sample read, plus
         the prelude (input copy, flush) beyond its bound (``PRELUDE_SLACK``)."""
-        excess = parts["copy"] + parts["flush"] - self.prelude_bound_ms
-        return parts["work"] + parts["sample"] + (excess if excess > 0 else 0.0)
+        return parts["work"] + parts["sample"] + self._prelude_excess(parts)
+
+    def _prelude_excess(self, parts: dict[str, float]) -> float:
+        """What the input copy and the flush took beyond the session's bound (0 while calibrating)."""
+        return max(0.0, parts["copy"] + parts["flush"] - self.prelude_bound_ms)
 
     def _stage_inputs(
         self, inputs: list[Any]

@@ -71,9 +71,9 @@ class Timing:
         min_ms, max_ms: extremes.
         iqr_ms: interquartile range (the spread).
         trials: number of timed calls.
-        host_median_ms: median raw window per call as the trusted driver measured it (GPU: its events
-            around the input copy, the flush, release to done and the sample reads; CPU: its clock from
-            the send to the sample read), before the protocol overhead is subtracted.
+        host_median_ms: median reading of the trusted clock per call (GPU: the driver's events from the
+            release to the last sample read, plus the input copy and flush beyond their calibrated bound;
+            CPU: its clock from the send to the sample read), before the protocol overhead is subtracted.
         source: ``measured`` or ``cache`` (reference timings come from the on-disk cache).
         overhead_ms: the protocol overhead subtracted from every call (the first quartile of the same
             server's no-op calls, timed alike before the submission loaded).
