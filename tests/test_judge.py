@@ -87,8 +87,10 @@ SIDE_STREAM = cases.CUDA_OK.replace(
 
 
 def test_work_left_on_a_side_stream_is_never_free(tmp_path: Path, task) -> None:
-    """A 20 ms spin left running on an unjoined side stream after the done word: it either delays the
-    driver's own work of the next calls inside their windows (counted) or shows as a busy GPU (-1)."""
+    """A 20 ms spin left running on an unjoined side stream after the done word delays the driver's input
+    copy of the next call (the GPU must switch away from the spinning context first): counted in that
+    call's time and, past ``BUSY_EXCESS_MS`` in most calls, a busy GPU (-1). On the H200 (2026-12-04) a
+    flush-only test missed it: each call was charged a time slice (1.5 ms) of the 20 ms spin."""
     assert SIDE_STREAM != cases.CUDA_OK
     cfg = JudgeConfig(device="cuda:0", timed_calls=5, warmup=1, cache_judgements=False, static_rules=False,
                       cache_dir=tmp_path / "cache")

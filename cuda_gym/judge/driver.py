@@ -87,8 +87,13 @@ PIN_ENV = "CUDA_GYM_PIN_CPUS"
 """``0`` turns off pinning the driver's and the server's main threads to two CPUs of their own (GPU only)."""
 HELLO_TIMEOUT_S = 300.0
 """A server must be up (torch imported, device ready) within this."""
-BUSY_FACTOR = 3.0
-"""A flush slower than this many times its calibrated median (+0.05 ms) means the GPU was busy."""
+BUSY_EXCESS_MS = 0.1
+"""GPU: a call whose prelude (input copy and flush) ran beyond its bound by more than this found the GPU busy
+with another context's work (work left running after an earlier call's done word, a persistent kernel): the
+driver's copy could run only after the GPU switched away from it and back, two switches that take 0.29 ms on
+the H200, while honest calls' preludes stay within their bound (median excess 0 in every evaluation of the
+memory-bound, GEMM and short kinds, ``benchmarks/results/h200_2026-12-04/``). A flush-only test missed a
+20 ms side-stream spin whose delay fell on the copy, the prelude's first kernel."""
 BUSY_SHARE = 0.2
 """``gpu-busy`` when more than this share of the timed calls saw a busy GPU."""
 PRELUDE_SLACK = 0.05
@@ -168,7 +173,6 @@ class ServerSession:
         self.peer: PeerSegments | None = PeerSegments(spec.device) if self.cuda else None
         self.shared_inputs: list[torch.Tensor] = []
         """The tensors of the last call's inputs as the server saw them (for the input-mutation check)."""
-        self._last_flush = 0.0
         self.sent_segments: set[int] = set()
         """Ids of the driver's pool segments this server has been given (the pool outlives sessions)."""
         self.arena: HostArena | None = None
@@ -176,7 +180,6 @@ class ServerSession:
         self.resolution_ms = 0.001
         """The trusted clock's resolution on this server: half the spread (IQR) of its calibration trips.
         A call's time is never taken below it: what the clock cannot resolve is not claimed as speed."""
-        self.flush_ms = 0.0
         self.base_threads = 0
         self.dead = ""
         self.seq = 0
@@ -281,7 +284,7 @@ class ServerSession:
         answer = self._expect_loaded(self.spec.load_timeout_s)
         if answer.error:
             raise JudgeError(f"the candidate server failed its calibration: {answer.error}")
-        trips, flushes = [], []
+        trips = []
         inputs = make_inputs()
         warm_until = time.perf_counter() + (CALIBRATION_WARMUP_S if self.cuda else 0.05)
         while True:
@@ -292,7 +295,6 @@ class ServerSession:
             if not timed:
                 continue
             trips.append(res.ms)
-            flushes.append(self._last_flush)
             self.noop_parts.append(res.parts)
             if len(trips) >= (CALIBRATION_CALLS_GPU if self.cuda else CALIBRATION_CALLS):
                 break
@@ -309,7 +311,6 @@ class ServerSession:
         quartiles = statistics.quantiles(trips, n=4)
         self.overhead_ms = quartiles[0]
         self.resolution_ms = max(0.001, (quartiles[2] - quartiles[0]) / 2)
-        self.flush_ms = statistics.median(flushes) if flushes else 0.0
         self.base_threads = self.threads()
 
     def load(self, msg: Load) -> Loaded:
@@ -544,8 +545,6 @@ class ServerSession:
     ) -> CallResult:
         """A GPU call's time and parts from the timing stream's events."""
         copy_ms, flush_ms, work_ms, sample_ms = (events[i].elapsed_time(events[i + 1]) for i in range(4))
-        self._last_flush = flush_ms
-        result.busy = self.flush_ms > 0 and flush_ms > BUSY_FACTOR * self.flush_ms + 0.05
         result.parts = {
             "arm": arm_s * 1000.0,
             "copy": copy_ms,
@@ -556,6 +555,7 @@ class ServerSession:
             **_server_parts(finished.marks),
         }
         result.parts["prelude_excess"] = self._prelude_excess(result.parts)
+        result.busy = result.parts["prelude_excess"] > BUSY_EXCESS_MS
         if not result.error:
             result.ms = self._counted_ms(result.parts)
             self._samples = [(p, b.clone()) for p, b in samples]

@@ -22,7 +22,7 @@ import torch
 from cuda_gym.judge import cpu_load, harness
 from cuda_gym.judge.baselines import inductor_cache
 from cuda_gym.judge.compare import compare_outputs, constant_would_pass
-from cuda_gym.judge.driver import CallResult, ServerSession, ServerSpec
+from cuda_gym.judge.driver import BUSY_SHARE, CallResult, ServerSession, ServerSpec
 from cuda_gym.judge.held_out import held_out_code
 from cuda_gym.judge.messages import (
     BaselineReport,
@@ -379,7 +379,7 @@ class Driver:
             new_segments += res.new_segments
             busy += res.busy
         load_after = cpu_load.snapshot()
-        if raw and busy > max(1, int(0.2 * len(raw))):
+        if raw and busy > max(1, int(BUSY_SHARE * len(raw))):
             out["violations"].append(
                 (
                     "gpu-busy",
@@ -399,7 +399,6 @@ class Driver:
         diagnostics = {
             "overhead_ms": session.overhead_ms,
             "resolution_ms": session.resolution_ms,
-            "flush_ms": session.flush_ms,
             "timed_new_segments": float(new_segments),
             "idle_helper_cpu_s": session.idle_cpu_s,
             "idle_wall_s": session.idle_wall_s,

@@ -155,7 +155,7 @@ class JudgeResult:
             else empty (the verdict is cached; noisy baselines are not).
         diagnostics: where the candidate's timed calls spent their round trip (medians in ms of each
             part of ``cuda_gym.judge.driver.CallResult.parts`` as ``<part>_ms``, and of the calibration no-ops as
-            ``noop_<part>_ms``; ``overhead_ms``, ``flush_ms``, ``timed_new_segments``): for investigating
+            ``noop_<part>_ms``; ``overhead_ms``, ``timed_new_segments``): for investigating
             measurements, not part of any verdict.
     """
 
