@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent H200 (the `device` tool): install, then run stages; results under $OUT.
 #   carry: [".whl", ".carry"]   (.whl from ../shared/device/wheels.sh; .carry/datasets = ../shared/datasets)
-#   usage: bash benchmarks/device/h200.sh [tests] [sandbox] [bench | bench_build | bench_judge] ...   env TESTS selects tests (default: all gpu tests)
+#   usage: bash benchmarks/device/h200.sh [prewarm] [tests] [sandbox] [bench | bench_build | bench_judge] ...   env TESTS selects tests (default: all gpu tests)
 #   on nvidia-h200-x2: CUDA_GYM_TEST_GPUS=0,1 PYTEST_ARGS='-n 2' gives each pytest-xdist worker its own GPU
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
@@ -21,6 +21,10 @@ for stage in "$@"; do
         ${PYTEST_ARGS:-} ${TESTS:-} > "$OUT/gpu_tests.log" 2>&1
       grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/gpu_tests.log" | tail -40
       if [[ -d "$OUT/transcripts" ]]; then (cd "$OUT" && tar czf transcripts.tgz transcripts && rm -rf transcripts); fi ;;
+    prewarm)
+      # Before `tests` on a fresh machine: every CUDA solution and case built, their tasks torch.compiled, in parallel.
+      timeout -s INT "${PREWARM_LIMIT_S:-300}" python3 benchmarks/device/prewarm_tests.py > "$OUT/prewarm.log" 2>&1
+      grep -E "^builds|^torch.compile|failed" "$OUT/prewarm.log" | tail -20 ;;
     sandbox)
       # The sandbox suites in the modes this machine has (no bwrap here: the unshare fallback), not only gpu tests.
       timeout -s INT "${SANDBOX_LIMIT_S:-240}" python3 -m pytest -v --tb=short -p no:cacheprovider \

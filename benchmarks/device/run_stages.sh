@@ -24,8 +24,8 @@ run_stage() {  # stage budget
   case "$stage" in
     bench_judge) OUT="$ROOT_OUT/$stage" BENCH_JUDGE_LIMIT_S=$(( budget - 30 )) \
                    timeout -s INT -k 15 "$budget" bash "$HERE/h200.sh" bench_judge ;;
-    tests|sandbox) OUT="$ROOT_OUT/$stage" TESTS_LIMIT_S=$(( budget - 30 )) SANDBOX_LIMIT_S=$(( budget - 30 )) \
-                   PROBE_LIMIT_S=$(( budget - 30 )) timeout -s INT -k 15 "$budget" bash "$HERE/h200.sh" "$stage" ;;
+    tests|sandbox|prewarm) OUT="$ROOT_OUT/$stage" TESTS_LIMIT_S=$(( budget - 30 )) SANDBOX_LIMIT_S=$(( budget - 30 )) \
+                   PROBE_LIMIT_S=$(( budget - 30 )) PREWARM_LIMIT_S=$(( budget - 30 )) timeout -s INT -k 15 "$budget" bash "$HERE/h200.sh" "$stage" ;;
     pool)        OUT="$ROOT_OUT/$stage" BENCH_POOL_LIMIT_S=$(( budget - 30 )) \
                    timeout -s INT -k 15 "$budget" bash "$HERE/pool_h200.sh" ;;
     eval)        OUT="$ROOT_OUT/$stage" DEADLINE_S=$(( budget - 10 )) \
