@@ -91,9 +91,9 @@ BUSY_EXCESS_MS = 0.1
 """GPU: a call whose prelude (input copy and flush) ran beyond its bound by more than this found the GPU busy
 with another context's work (work left running after an earlier call's done word, a persistent kernel): the
 driver's copy could run only after the GPU switched away from it and back, two switches that take 0.29 ms on
-the H200, while honest calls' preludes stay within their bound (median excess 0 in every evaluation of the
-memory-bound, GEMM and short kinds, ``benchmarks/results/h200_2026-12-04/``). A flush-only test missed a
-20 ms side-stream spin whose delay fell on the copy, the prelude's first kernel."""
+the H200, while honest calls' preludes stay within their bound (median excess at most 0.0064 ms in an
+evaluation: memory-bound and short kinds in ``benchmarks/results/h200_2026-12-04/``, GEMM in ``h200_2026-12-02_s10/``).
+A flush-only test missed a 20 ms side-stream spin whose delay fell on the copy, the prelude's first kernel."""
 BUSY_SHARE = 0.2
 """``gpu-busy`` when more than this share of the timed calls saw a busy GPU."""
 PRELUDE_SLACK = 0.05
