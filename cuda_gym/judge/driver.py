@@ -168,6 +168,9 @@ class ServerSession:
         self.proc: Any = None
         self.channel: Channel | None = None
         self.host_pid = 0
+        self.init_pid = 0
+        """Host PID of the sandbox's PID-namespace init, the server's parent (0 without a PID namespace): a
+        process the server forks twice is reparented to it and reaped by it."""
         self.remote: RemoteMemory | None = None
         self.segments: DevicePool | None = None
         self.peer: PeerSegments | None = PeerSegments(spec.device) if self.cuda else None
@@ -247,6 +250,7 @@ class ServerSession:
             raise JudgeError("the candidate server greeted with the wrong device or without credentials")
         self.channel.spin = self.cuda
         self.host_pid = self.channel.peer_pid
+        self.init_pid = _namespace_init(self.host_pid)
         self.remote = RemoteMemory(self.host_pid)
 
     def calibrate(self, template: Any, make_inputs: Callable[[], list[Any]], arena_bytes: int) -> None:
@@ -764,34 +768,26 @@ class ServerSession:
             return 0
 
     def child_processes(self) -> list[int]:
-        """Processes the server started that are still alive (its children, from ``/proc``)."""
-        kids: list[int] = []
-        try:
-            for tid in os.listdir(f"/proc/{self.host_pid}/task"):
-                text = Path(f"/proc/{self.host_pid}/task/{tid}/children").read_text()
-                kids += [int(p) for p in text.split()]
-        except OSError:
-            pass
+        """Processes the server started that are still alive: its children, and the other children of the
+        sandbox's init (a process forked twice is reparented there), from ``/proc``."""
+        kids = [p for p in _children(self.host_pid) if p != self.host_pid]
+        if self.init_pid:
+            kids += [p for p in _children(self.init_pid) if p != self.host_pid]
         return kids
 
     def helper_cpu_s(self) -> float:
-        """CPU seconds used so far by the server's threads other than its main thread (which spins on the
-        channel between calls on a GPU, and on both devices does the server's own work after an answer:
-        memory poisoning, freeing outputs; counting it flagged honest CPU servers)."""
-        total = 0
-        tick = os.sysconf("SC_CLK_TCK")
-        try:
-            for tid in os.listdir(f"/proc/{self.host_pid}/task"):
-                if int(tid) == self.host_pid:
-                    continue
-                try:
-                    fields = Path(f"/proc/{self.host_pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
-                    total += int(fields[11]) + int(fields[12])
-                except (OSError, IndexError, ValueError):
-                    continue
-        except OSError:
+        """CPU seconds used so far by the server's process less its main thread (which spins on the channel
+        between calls on a GPU, and on both devices does the server's own work after an answer: memory
+        poisoning, freeing outputs; counting it flagged honest CPU servers), by the children it reaped, and
+        by every process the sandbox's init reaped (helpers forked twice). The process's own count keeps the
+        time of threads that exited: summing the live threads lost it (red team 2 r4, a spinner that hands
+        over to a fresh thread every 0.3 ms)."""
+        server = _cpu_ticks(f"/proc/{self.host_pid}/stat", children=True)
+        if server is None:
             return 0.0
-        return total / tick
+        main = _cpu_ticks(f"/proc/{self.host_pid}/task/{self.host_pid}/stat", children=False) or 0
+        reaped = (_cpu_ticks(f"/proc/{self.init_pid}/stat", children=True, own=False) or 0) if self.init_pid else 0
+        return (server - main + reaped) / os.sysconf("SC_CLK_TCK")
 
     # ------------------------------------------------------------------ internals
 
@@ -939,6 +935,45 @@ class ServerSession:
     def _open_idle(self) -> None:
         if not self.dead:
             self._idle_mark = (time.perf_counter(), self.helper_cpu_s())
+
+
+def _children(pid: int) -> list[int]:
+    """The live children of every thread of process ``pid`` (``/proc/<pid>/task/<tid>/children``)."""
+    kids: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, ValueError):
+                kids += [int(p) for p in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def _cpu_ticks(stat_path: str, *, children: bool, own: bool = True) -> int | None:
+    """Clock ticks of CPU from a ``/proc`` stat file: utime + stime when ``own`` (for a process: its threads,
+    live and exited), plus cutime + cstime (the children it waited for) when ``children``; ``None`` when
+    unreadable."""
+    try:
+        fields = Path(stat_path).read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12]) if own else 0
+        return ticks + (int(fields[13]) + int(fields[14]) if children else 0)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _namespace_init(pid: int) -> int:
+    """The host PID of ``pid``'s parent when that parent is the init (PID 1) of a PID namespace of its own,
+    as bwrap and unshare make; else 0."""
+    try:
+        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        status = Path(f"/proc/{ppid}/status").read_text()
+    except (OSError, IndexError, ValueError):
+        return 0
+    for line in status.splitlines():
+        if line.startswith("NSpid:"):
+            ids = line.split()[1:]
+            return ppid if len(ids) >= 2 and ids[-1] == "1" else 0
+    return 0
 
 
 def secret_numbers(n: int) -> list[int]:

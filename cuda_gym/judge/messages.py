@@ -409,8 +409,53 @@ def encode(msg: Any) -> bytes:
     return json.dumps(data, separators=(",", ":"), allow_nan=True).encode()
 
 
+MAX_DEPTH = 64
+"""Deepest nesting of JSON containers a message may have (a task's outputs nest a few levels; a server's
+packet of 20,000 ``[`` made ``json.loads`` raise ``RecursionError`` in the driver, red team 2 d1)."""
+
+
 def decode(raw: bytes | str, expected: tuple[type, ...] | type | None = None) -> Any:
-    """The message in ``raw``; ``ProtocolError`` unless it matches its schema (and ``expected``)."""
+    """The message in ``raw``; ``ProtocolError`` unless it matches its schema (and ``expected``).
+
+    Whatever the bytes, nothing else is raised: a candidate's server writes them, and an exception the
+    driver did not expect would end an evaluation as the judge's failure instead of the candidate's."""
+    if _depth(raw) > MAX_DEPTH:
+        raise ProtocolError(f"a message may nest at most {MAX_DEPTH} levels of JSON arrays and objects")
+    try:
+        return _decode(raw, expected)
+    except ProtocolError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure on foreign bytes is a malformed message
+        raise ProtocolError(f"a malformed message: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def _depth(raw: bytes | str) -> int:
+    """The deepest nesting of ``[``/``{`` outside JSON strings, without parsing (an upper bound when the text
+    is not JSON)."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
+    if "[" * (MAX_DEPTH + 1) not in text and text.count("[") + text.count("{") <= MAX_DEPTH:
+        return 0  # the common case, cheaply
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def _decode(raw: bytes | str, expected: tuple[type, ...] | type | None) -> Any:
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:

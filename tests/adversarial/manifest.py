@@ -115,6 +115,16 @@ MANIFEST: list[Case] = [
        "cpu", set(), {"correctness"}),
     _n("c45_arena_truncate", "28 the server shrinks the driver's input arena (SIGBUS in the driver)",
        {"fallback", "io"}, set()),
+    _n("c48_native_deep_message", "27 a 20,000-deep JSON packet where the driver expects Loaded (RecursionError: "
+       "a JudgeError, red team 2 d1)", {"io"}, {"correctness"}),
+    _n("c49_native_signal_timer", "4 background work in a SIGALRM handler on the main thread (POSIX timer, red team 2 "
+       "r5)", {"thread"}, set()),
+    _n("c50_native_thread_relay", "4 background work in threads that hand over and exit every 0.3 ms of CPU (red team "
+       "2 r4)", {"thread"}, {"background-work", "thread"}),
+    _n("c51_native_double_fork", "22 a helper process forked twice, reparented to the sandbox's init (red team 2 r3)",
+       {"process"}, {"process"}),
+    _n("c52_native_deep_message_after_answer", "27 a 20,000-deep JSON packet where the driver expects Finished "
+       "(red team 2 d2)", {"introspection"}, {"correctness"}),
     _n("g30_native_done_early_cuda", "23 answer before the GPU work is done (synchronize patched, hidden stream)",
        {"native-python", "stream"}, set(), flavour="cuda"),
     _c("g01_allocator_reuse_cuda", "1 allocator result reuse (CUDA)", SR, "cuda", set(), {"correctness"}),

@@ -72,6 +72,11 @@ PATTERNS: tuple[_Pattern, ...] = (
         r"\b(?:(std\s*::\s*(?:thread|jthread|async|packaged_task)|tbb\s*::|boost\s*::\s*thread)\b|"
         r"(pthread_\w+)\s*\()"), "{name}: host threads are not allowed."),
     _Pattern("thread", re.compile(r"\b(omp_\w+)\s*\("), "{name}: OpenMP is allowed only on the cpu flavour.", _cuda),
+    _Pattern("thread", re.compile(
+        r"\b(sigaction|signal|sigset|sigaltstack|sigqueue|raise|alarm|ualarm|setitimer|timer_create|timer_settime|"
+        r"timerfd_create|timerfd_settime|signalfd|tgkill|tkill)\s*\("),
+        "{name}: signal handlers and timers run code outside forward (red team 2 r5); not allowed.",
+        skip_member=True),
     _Pattern("process", re.compile(
         r"\b(std\s*::\s*system|(?:fork|vfork|clone|clone3|posix_spawnp?|system|popen|execv\w*|execl\w*|fexecve|"
         r"kill|daemon|forkpty)\s*\()"),
@@ -202,6 +207,8 @@ def _check_include(directive: str, rest: str, pos: int, file: str, root: Path | 
         add("library-compute", pos, f"#include <{target}>: math libraries are not allowed.")
     elif re.match(r"(thread|future|pthread\.h)$", target):
         add("thread", pos, f"#include <{target}>: host threads are not allowed.")
+    elif re.match(r"(csignal|signal\.h|sys/signalfd\.h|sys/timerfd\.h)$", target):
+        add("thread", pos, f"#include <{target}>: signal handlers and timers are not allowed.")
     elif re.match(r"(spawn\.h|sys/wait\.h|unistd\.h)$", target):
         add("process", pos, f"#include <{target}>: processes are not allowed.")
     elif re.match(r"(fstream|sys/socket\.h|sys/mman\.h|fcntl\.h)$", target):

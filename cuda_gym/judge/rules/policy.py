@@ -17,7 +17,8 @@ RULES: dict[str, str] = {
     "native-python": "C++ that reaches Python: the CPython C API (PyObject*, Py_*, PyRun_*, PyImport_*...), "
     "pybind11 beyond defining functions (py::module_::import, py::eval/exec, py::globals, py::object, "
     ".attr()), aliases of pybind11, dlopen/dlsym, Python headers.",
-    "thread": "Threads: threading, std::thread, std::async, pthreads, TBB; OpenMP outside the cpu flavour.",
+    "thread": "Threads: threading, std::thread, std::async, pthreads, TBB; OpenMP outside the cpu flavour; "
+    "signal handlers and timers in C++ (sigaction, signal, timer_create, setitimer, alarm, <signal.h>).",
     "process": "Processes: subprocess, multiprocessing, os.fork/system/exec*, and in C++ fork, vfork, clone, "
     "posix_spawn, system, popen, exec*.",
     "l2-persist": "Persisting-L2 controls that survive the judge's cache flush: access-policy windows "
