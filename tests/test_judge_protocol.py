@@ -12,6 +12,7 @@ import torch
 
 from cuda_gym.errors import JudgeError, ProtocolError
 from cuda_gym.judge.messages import (
+    MAX_DEPTH,
     Call,
     EvaluationReport,
     Finished,
@@ -60,6 +61,16 @@ def test_decode_raises_nothing_but_protocol_errors_on_foreign_bytes() -> None:
             decode(bad)
     deep_string = Finished(seq=1, error="[" * 10000, event_ms=0.5, marks=(1.0, 2.0, 3.0, 4.0))
     assert decode(encode(deep_string)) == deep_string  # brackets inside strings do not nest
+
+    def nested(levels: int) -> Reply:
+        value = Value("int", scalar=1)
+        for _ in range(levels):
+            value = Value("tuple", items=(value,))
+        return Reply(seq=1, outputs=value)
+
+    assert decode(encode(nested(25))) == nested(25)  # 2 JSON levels per tuple: 54 of MAX_DEPTH's 64
+    with pytest.raises(ProtocolError, match=f"at most {MAX_DEPTH} levels"):
+        decode(encode(nested(31)))  # schema-valid, but deeper than any output a driver reads
 
 
 def test_values_describe_structures_and_views_respect_offsets() -> None:

@@ -222,7 +222,24 @@ def test_processes_from_native_code(snippet: str) -> None:
 
 
 def test_members_named_like_process_calls_are_fine() -> None:
-    assert cpp_rules("void f(Thing& t) {\n    t.system(1); t->clone(); ns::kill(2);\n}\n", device=False) == set()
+    assert cpp_rules("void f(Thing& t) {\n    t.system(1); t->clone(); t.signal(2); t->alarm(3);\n}\n", device=False) == set()
+
+
+@pytest.mark.parametrize("snippet, rule", [
+    ("::fork();", "process"), ("q::kill(1, 9);", "process"),  # namespace q { using ::kill; }
+    ("struct sigaction sa{}; sigaction(14, &sa, nullptr);", "thread"), ("::signal(14, h);", "thread"),
+    ("std::signal(14, h);", "thread"), ("std::raise(14);", "thread"), ("::alarm(1);", "thread"),
+    ("q::alarm(1);", "thread"), ("bsd_signal(14, h);", "thread"), ("::setitimer(ITIMER_REAL, &t, nullptr);", "thread"),
+    ("timer_create(CLOCK_MONOTONIC, &sev, &id);", "thread"), ("timer_settime(id, 0, &its, nullptr);", "thread"),
+])
+def test_signals_timers_and_processes_are_refused_however_qualified(snippet: str, rule: str) -> None:
+    """A C library function is the same function as ``::name``, ``std::name`` or ``q::name`` after ``using ::name``
+    (red team 2: a SIGALRM handler on the main thread ran between calls, unseen by the runtime checks)."""
+    assert rule in cpp_rules(f"void host_fn() {{\n    {snippet}\n}}\n", flavour="cpu", device=False)
+
+
+def test_signal_headers_are_refused() -> None:
+    assert cpp_rules("#include <signal.h>\n#include <sys/timerfd.h>\n", flavour="cpu", device=False) == {"thread"}
 
 
 def test_include_through_a_macro_is_refused() -> None:

@@ -320,12 +320,15 @@ class ServerSession:
     def load(self, msg: Load) -> Loaded:
         """Load the program; a dead or hung server is an error ``Loaded``."""
         assert self.channel is not None
+        self._close_idle()  # importing and initialising the program is its own work, not idle time
         try:
             self.channel.send(msg)
-            return self._expect_loaded(self.spec.load_timeout_s)
+            loaded = self._expect_loaded(self.spec.load_timeout_s)
         except (PeerGone, ProtocolError) as exc:
             self._die(f"{exc}")
             return Loaded(error=self.dead, stage="import")
+        self._open_idle()
+        return loaded
 
     def close(self) -> None:
         """Ask the server to exit, then kill whatever is left of the sandbox."""
@@ -775,7 +778,7 @@ class ServerSession:
             kids += [p for p in _children(self.init_pid) if p != self.host_pid]
         return kids
 
-    def helper_cpu_s(self) -> float:
+    def helper_cpu_s(self) -> float | None:
         """CPU seconds used so far by the server's process less its main thread (which spins on the channel
         between calls on a GPU, and on both devices does the server's own work after an answer: memory
         poisoning, freeing outputs; counting it flagged honest CPU servers), by the children it reaped, and
@@ -783,10 +786,10 @@ class ServerSession:
         time of threads that exited: summing the live threads lost it (red team 2 r4, a spinner that hands
         over to a fresh thread every 0.3 ms)."""
         server = _cpu_ticks(f"/proc/{self.host_pid}/stat", children=True)
-        if server is None:
-            return 0.0
-        main = _cpu_ticks(f"/proc/{self.host_pid}/task/{self.host_pid}/stat", children=False) or 0
-        reaped = (_cpu_ticks(f"/proc/{self.init_pid}/stat", children=True, own=False) or 0) if self.init_pid else 0
+        main = _cpu_ticks(f"/proc/{self.host_pid}/task/{self.host_pid}/stat", children=False)
+        reaped = _cpu_ticks(f"/proc/{self.init_pid}/stat", children=True, own=False) if self.init_pid else 0
+        if server is None or main is None or reaped is None:
+            return None  # the server (or its sandbox) is gone: no reading rather than a jump
         return (server - main + reaped) / os.sysconf("SC_CLK_TCK")
 
     # ------------------------------------------------------------------ internals
@@ -928,13 +931,16 @@ class ServerSession:
     def _close_idle(self) -> None:
         if self._idle_mark is not None:
             wall0, cpu0 = self._idle_mark
+            cpu1 = self.helper_cpu_s()
             self.idle_wall_s += time.perf_counter() - wall0
-            self.idle_cpu_s += max(0.0, self.helper_cpu_s() - cpu0)
+            if cpu1 is not None:  # signed: the count is a difference of two readings, each rounded to a tick
+                self.idle_cpu_s += cpu1 - cpu0
             self._idle_mark = None
 
     def _open_idle(self) -> None:
-        if not self.dead:
-            self._idle_mark = (time.perf_counter(), self.helper_cpu_s())
+        cpu = None if self.dead else self.helper_cpu_s()
+        if cpu is not None:
+            self._idle_mark = (time.perf_counter(), cpu)
 
 
 def _children(pid: int) -> list[int]:

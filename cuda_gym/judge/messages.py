@@ -419,8 +419,6 @@ def decode(raw: bytes | str, expected: tuple[type, ...] | type | None = None) ->
 
     Whatever the bytes, nothing else is raised: a candidate's server writes them, and an exception the
     driver did not expect would end an evaluation as the judge's failure instead of the candidate's."""
-    if _depth(raw) > MAX_DEPTH:
-        raise ProtocolError(f"a message may nest at most {MAX_DEPTH} levels of JSON arrays and objects")
     try:
         return _decode(raw, expected)
     except ProtocolError:
@@ -429,29 +427,20 @@ def decode(raw: bytes | str, expected: tuple[type, ...] | type | None = None) ->
         raise ProtocolError(f"a malformed message: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
-def _depth(raw: bytes | str) -> int:
-    """The deepest nesting of ``[``/``{`` outside JSON strings, without parsing (an upper bound when the text
-    is not JSON)."""
-    text = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
-    if "[" * (MAX_DEPTH + 1) not in text and text.count("[") + text.count("{") <= MAX_DEPTH:
-        return 0  # the common case, cheaply
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth -= 1
+def _nesting(data: Any) -> int:
+    """The deepest nesting of JSON arrays and objects in parsed ``data`` (1 for a flat object), walked without
+    recursion; it stops once past ``MAX_DEPTH``."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return deepest
 
 
@@ -460,6 +449,9 @@ def _decode(raw: bytes | str, expected: tuple[type, ...] | type | None) -> Any:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"not a JSON message: {exc}") from None
+    brackets = raw.count(b"[") + raw.count(b"{") if isinstance(raw, bytes) else raw.count("[") + raw.count("{")
+    if brackets > MAX_DEPTH and _nesting(data) > MAX_DEPTH:  # the count first: most messages have fewer
+        raise ProtocolError(f"a message may nest at most {MAX_DEPTH} levels of JSON arrays and objects")
     if not isinstance(data, dict) or not isinstance(data.get("type"), str):
         raise ProtocolError("a message must be a JSON object with a string 'type'")
     name = data.pop("type")

@@ -400,7 +400,7 @@ class Driver:
             "overhead_ms": session.overhead_ms,
             "resolution_ms": session.resolution_ms,
             "timed_new_segments": float(new_segments),
-            "idle_helper_cpu_s": session.idle_cpu_s,
+            "idle_helper_cpu_s": max(0.0, session.idle_cpu_s),
             "idle_wall_s": session.idle_wall_s,
             "threads_added": float(session.threads() - session.base_threads),
         }

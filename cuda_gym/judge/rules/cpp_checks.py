@@ -44,6 +44,10 @@ class _Pattern:
     when: Callable[[RuleConfig], bool] = lambda _c: True
     skip_member: bool = False
     """Skip matches called as a member (``obj.system(...)``, ``x->open(...)``, ``ns::kill``)."""
+    skip_qualified: bool = True
+    """With ``skip_member``, also skip qualified names (``ns::name``). ``False`` for C library functions:
+    ``::alarm``, ``std::signal`` or ``q::alarm`` after ``namespace q { using ::alarm; }`` are the same function
+    (red team 2 review: each passed the signal row)."""
 
 
 def _cuda(c: RuleConfig) -> bool:
@@ -73,14 +77,15 @@ PATTERNS: tuple[_Pattern, ...] = (
         r"(pthread_\w+)\s*\()"), "{name}: host threads are not allowed."),
     _Pattern("thread", re.compile(r"\b(omp_\w+)\s*\("), "{name}: OpenMP is allowed only on the cpu flavour.", _cuda),
     _Pattern("thread", re.compile(
-        r"\b(sigaction|signal|sigset|sigaltstack|sigqueue|raise|alarm|ualarm|setitimer|timer_create|timer_settime|"
-        r"timerfd_create|timerfd_settime|signalfd|tgkill|tkill)\s*\("),
+        r"\b(sigaction|signal|sigset|sysv_signal|bsd_signal|__sysv_signal|sigaltstack|sigqueue|raise|alarm|ualarm|"
+        r"setitimer|timer_create|timer_settime|timerfd_create|timerfd_settime|signalfd|tgkill|tkill)\s*\("),
         "{name}: signal handlers and timers run code outside forward (red team 2 r5); not allowed.",
-        skip_member=True),
+        skip_member=True, skip_qualified=False),
     _Pattern("process", re.compile(
         r"\b(std\s*::\s*system|(?:fork|vfork|clone|clone3|posix_spawnp?|system|popen|execv\w*|execl\w*|fexecve|"
         r"kill|daemon|forkpty)\s*\()"),
-        "{name}: starting or signalling processes from native code is not allowed.", skip_member=True),
+        "{name}: starting or signalling processes from native code is not allowed.", skip_member=True,
+        skip_qualified=False),
     _Pattern("introspection", re.compile(
         r"\b(ptrace|process_vm_readv|process_vm_writev|syscall|mprotect|__builtin_frame_address|"
         r"__builtin_return_address)\b"), "{name}: tracing or raw system calls are not allowed."),
@@ -340,7 +345,8 @@ def _check_patterns(code: str, config: RuleConfig, add: _Add) -> None:
         if not row.when(config):
             continue
         for m in row.regex.finditer(code):
-            if row.skip_member and re.search(r"(\.|->|::)\s*$", code[max(0, m.start() - 3): m.start()]) and \
+            before = r"(\.|->|::)\s*$" if row.skip_qualified else r"(\.|->)\s*$"
+            if row.skip_member and re.search(before, code[max(0, m.start() - 3): m.start()]) and \
                     not code[m.start():m.end()].startswith("std"):
                 continue
             text = next((g for g in m.groups() if g), m.group(0))
