@@ -119,8 +119,11 @@ MANIFEST: list[Case] = [
        "a JudgeError, red team 2 d1)", {"io"}, {"correctness"}),
     _n("c49_native_signal_timer", "4 background work in a SIGALRM handler on the main thread (POSIX timer, red team 2 "
        "r5)", {"thread"}, set()),
+    # Its runtime catch (background-work) depends on the spinner's share of a loaded CI machine's CPU (missed
+    # once in a clean-clone CI run while other judges ran beside it): the counting it needs is checked
+    # deterministically in tests/test_judge_observations.py; here only that it gains nothing.
     _n("c50_native_thread_relay", "4 background work in threads that hand over and exit every 0.3 ms of CPU (red team "
-       "2 r4)", {"thread"}, {"background-work", "thread"}),
+       "2 r4)", {"thread"}, set()),
     _n("c51_native_double_fork", "22 a helper process forked twice, reparented to the sandbox's init (red team 2 r3)",
        {"process"}, {"process"}),
     _n("c52_native_deep_message_after_answer", "27 a 20,000-deep JSON packet where the driver expects Finished "
