@@ -2,6 +2,7 @@
 # One call on the lent H200 (the `device` tool): install, then run stages; results under $OUT.
 #   carry: [".whl", ".carry"]   (.whl from ../shared/device/wheels.sh; .carry/datasets = ../shared/datasets)
 #   usage: bash benchmarks/device/h200.sh [prewarm] [tests] [sandbox] [bench | bench_build | bench_judge] ...   env TESTS selects tests (default: all gpu tests)
+#   TESTS is split on blanks (paths, node ids); a -k expression with blanks goes in TESTS_K ("not hang")
 #   on nvidia-h200-x2: CUDA_GYM_TEST_GPUS=0,1 PYTEST_ARGS='-n 2' gives each pytest-xdist worker its own GPU
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
@@ -18,7 +19,7 @@ for stage in "$@"; do
       # SIGINT at the limit makes pytest print what finished (failures included) before it stops.
       CUDA_GYM_TRANSCRIPTS="$OUT/transcripts" timeout -s INT "${TESTS_LIMIT_S:-420}" \
         python3 -m pytest -v --tb=short -m gpu -p no:cacheprovider --junitxml="$OUT/gpu_tests.xml" \
-        ${PYTEST_ARGS:-} ${TESTS:-} > "$OUT/gpu_tests.log" 2>&1
+        ${PYTEST_ARGS:-} ${TESTS_K:+-k "$TESTS_K"} ${TESTS:-} > "$OUT/gpu_tests.log" 2>&1
       grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/gpu_tests.log" | tail -40
       if [[ -d "$OUT/transcripts" ]]; then (cd "$OUT" && tar czf transcripts.tgz transcripts && rm -rf transcripts); fi ;;
     prewarm)
