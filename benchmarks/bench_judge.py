@@ -173,7 +173,7 @@ def _kind_summary(task_id: str, results: list) -> dict:
             "result": json.loads(bad[0].to_json()),
             "failed_candidate_medians_ms": [c.median_ms for c in timed],
             "failed_candidate_event_medians_ms": [c.event_median_ms for c in timed],
-            "failed_median_ratio": max(c.median_ms for c in timed) / min(c.median_ms for c in timed) if timed else None,
+            "failed_median_ratio": _ratio([c.median_ms for c in timed]),
         }
     cands = [r.candidate for r in results]
     medians = [c.median_ms for c in cands]
@@ -185,7 +185,7 @@ def _kind_summary(task_id: str, results: list) -> dict:
         "failed": len(bad),
         "first_failure": json.loads(bad[0].to_json()) if bad else None,
         "candidate_medians_ms": medians,
-        "median_ratio": max(medians) / min(medians),
+        "median_ratio": _ratio(medians),
         "candidate_iqr_ms": [c.iqr_ms for c in cands],
         # What other quantiles of the same calls would give (raw quantile minus the subtracted first quartile
         # of the no-ops; diagnostics): the noise is one-sided, so a lower quantile may hold where the median

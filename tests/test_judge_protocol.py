@@ -55,8 +55,9 @@ def test_messages_round_trip_and_reject_anything_else() -> None:
 def test_decode_raises_nothing_but_protocol_errors_on_foreign_bytes() -> None:
     """A server writes the bytes the driver decodes: nesting that would exhaust the recursion (20,000 ``[``:
     ``RecursionError``, red team 2 d1) or any other garbage is a ``ProtocolError``, never another exception."""
-    nested = b'{"type": "Finished", "seq": 1, "x": ' + b"[" * 100 + b"]" * 100 + b"}"
-    for bad in [b"[" * 20000, b"{" * 5000, nested, b"\xff\xfe", b'{"type": "Reply", "seq": 1e999}', b"\x00" * 64]:
+    deep_unknown_key = b'{"type": "Finished", "seq": 1, "x": ' + b"[" * 100 + b"]" * 100 + b"}"
+    for bad in [b"[" * 20000, b"{" * 5000, deep_unknown_key, b"\xff\xfe", b'{"type": "Reply", "seq": 1e999}',
+                b"\x00" * 64]:
         with pytest.raises(ProtocolError):
             decode(bad)
     deep_string = Finished(seq=1, error="[" * 10000, event_ms=0.5, marks=(1.0, 2.0, 3.0, 4.0))

@@ -39,13 +39,14 @@ def _cuda_submissions() -> list[tuple[str, Path]]:
 def main() -> int:
     builds = int(sys.argv[1]) if len(sys.argv) > 1 else 4
     jobs = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+    every = _cuda_submissions()
     tasks: dict[str, Any] = {}
-    for spec in sorted({spec for spec, _ in _cuda_submissions()}):
+    for spec in sorted({spec for spec, _ in every}):
         try:
             tasks[spec] = load_task(spec)
         except pytest.skip.Exception as exc:  # a KernelBench task without the data set: its tests skip too
             print("skip", spec, exc, flush=True)
-    subs = [(spec, folder) for spec, folder in _cuda_submissions() if spec in tasks]
+    subs = [(spec, folder) for spec, folder in every if spec in tasks]
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cuda_gym_prewarm_") as tmp:
 

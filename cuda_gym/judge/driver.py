@@ -955,25 +955,35 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
+def _stat_fields(stat_path: str) -> list[int] | None:
+    """The numeric fields of a ``/proc`` stat file after the command name, from field 4 (ppid) on: index 0 is
+    ppid, 10-13 utime, stime, cutime, cstime; ``None`` when unreadable."""
+    try:
+        return [int(f) for f in Path(stat_path).read_text().rsplit(")", 1)[1].split()[1:15]]
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _cpu_ticks(stat_path: str, *, children: bool, own: bool = True) -> int | None:
     """Clock ticks of CPU from a ``/proc`` stat file: utime + stime when ``own`` (for a process: its threads,
     live and exited), plus cutime + cstime (the children it waited for) when ``children``; ``None`` when
     unreadable."""
-    try:
-        fields = Path(stat_path).read_text().rsplit(")", 1)[1].split()
-        ticks = int(fields[11]) + int(fields[12]) if own else 0
-        return ticks + (int(fields[13]) + int(fields[14]) if children else 0)
-    except (OSError, IndexError, ValueError):
+    fields = _stat_fields(stat_path)
+    if fields is None or len(fields) < 14:
         return None
+    return (fields[10] + fields[11] if own else 0) + (fields[12] + fields[13] if children else 0)
 
 
 def _namespace_init(pid: int) -> int:
     """The host PID of ``pid``'s parent when that parent is the init (PID 1) of a PID namespace of its own,
     as bwrap and unshare make; else 0."""
+    fields = _stat_fields(f"/proc/{pid}/stat")
+    if not fields:
+        return 0
+    ppid = fields[0]
     try:
-        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
         status = Path(f"/proc/{ppid}/status").read_text()
-    except (OSError, IndexError, ValueError):
+    except OSError:
         return 0
     for line in status.splitlines():
         if line.startswith("NSpid:"):
