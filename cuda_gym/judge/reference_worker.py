@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import faulthandler
 import json
 import logging
 import os
@@ -407,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)  # task code's prints must not corrupt the protocol
     sys.stdout = sys.stderr
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1`: every thread's stack in the worker's log
     server = ReferenceServer(args.device, Path(args.cache_dir), args.warm)
     try:
         return _serve(server, proto)
