@@ -398,14 +398,19 @@ class ServerSession:
         call = Call(seq=self.seq, inputs=(), audit=audit, noop=noop, profile=profile)
         if not first:
             self._window_affinity(True)
+        started = time.perf_counter()
+        at_once = first or profile or self._late()
         try:
             if self.cuda:
-                result = self._call_gpu(inputs, call, timeout_s, release_at_once=first or profile or self._late())
+                result = self._call_gpu(inputs, call, timeout_s, release_at_once=at_once)
             else:
                 result = self._call_cpu(inputs, call, timeout_s)
         finally:  # the window is closed
             if not first:
                 self._window_affinity(False)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("call %d (noop=%s audit=%s at_once=%s late=%d): %.1f ms, counted %.4f ms, error=%r", call.seq, noop,
+                      audit, at_once, self._late_calls, (time.perf_counter() - started) * 1000.0, result.ms, result.error[:80])
         if result.error or self.dead:
             self._open_idle()
             return result

@@ -61,6 +61,10 @@ from cuda_gym.judge.procedure import Driver, _plain
 
 log = logging.getLogger(__name__)
 
+LOG_LEVEL_ENV = "CUDA_GYM_WORKER_LOG_LEVEL"
+"""The worker's log level (``WARNING``; ``DEBUG`` logs every call of the driver), in its log file under the
+judge's cache (``judge/logs``)."""
+
 REQUESTS = (Greet, Prepare, Evaluate, TimeBaseline, ProfileReference, Quit)
 
 
@@ -407,7 +411,10 @@ def main(argv: list[str] | None = None) -> int:
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # task code's prints must not corrupt the protocol
     sys.stdout = sys.stderr
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    logging.basicConfig(
+        level=os.environ.get(LOG_LEVEL_ENV, "WARNING").upper(), stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1`: every thread's stack in the worker's log
     server = ReferenceServer(args.device, Path(args.cache_dir), args.warm)
     try:
