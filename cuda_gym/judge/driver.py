@@ -794,12 +794,13 @@ class ServerSession:
         by every process the sandbox's init reaped (helpers forked twice). The process's own count keeps the
         time of threads that exited: summing the live threads lost it (red team 2 r4, a spinner that hands
         over to a fresh thread every 0.3 ms)."""
-        server = _cpu_ticks(f"/proc/{self.host_pid}/stat", children=True)
-        main = _cpu_ticks(f"/proc/{self.host_pid}/task/{self.host_pid}/stat", children=False)
+        main = _thread_runtime_ns(self.host_pid, self.host_pid)
+        server = _process_runtime_ns(self.host_pid)
+        children = _cpu_ticks(f"/proc/{self.host_pid}/stat", children=True, own=False)
         reaped = _cpu_ticks(f"/proc/{self.init_pid}/stat", children=True, own=False) if self.init_pid else 0
-        if server is None or main is None or reaped is None:
+        if server is None or main is None or children is None or reaped is None:
             return None  # the server (or its sandbox) is gone: no reading rather than a jump
-        return (server - main + reaped) / os.sysconf("SC_CLK_TCK")
+        return (server - main) / 1e9 + (children + reaped) / os.sysconf("SC_CLK_TCK")
 
     # ------------------------------------------------------------------ internals
 
@@ -981,6 +982,30 @@ def _cpu_ticks(stat_path: str, *, children: bool, own: bool = True) -> int | Non
     if fields is None or len(fields) < 14:
         return None
     return (fields[10] + fields[11] if own else 0) + (fields[12] + fields[13] if children else 0)
+
+
+def _process_runtime_ns(pid: int) -> int | None:
+    """CPU time of process ``pid`` in nanoseconds, its threads live and exited (the process's CPU clock,
+    ``clock_getcpuclockid``: readable for any process), or ``None`` when it is gone. Exact, where the clock
+    ticks of ``/proc/<pid>/stat`` are rounded (and split into user and system time) per field, per reading
+    and per task: the process's ticks less its main thread's, read around each of a GPU evaluation's 800
+    idle windows, gave honest servers 0.04-0.29 s of helper CPU where they had none (H200, 2026-12-04; the
+    0.29 s was a ``background-work`` verdict on an honest row softmax)."""
+    try:
+        return time.clock_gettime_ns(((~pid) << 3) | 2)  # CPUCLOCK_SCHED of the process
+    except OSError:
+        return None
+
+
+def _thread_runtime_ns(pid: int, tid: int) -> int | None:
+    """CPU time of thread ``tid`` of ``pid`` in nanoseconds (``/proc/<pid>/task/<tid>/schedstat``, the
+    scheduler's exact count, as the process clock's; its clock ticks where a kernel has no schedstat), or
+    ``None`` when it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+    except (OSError, IndexError, ValueError):
+        ticks = _cpu_ticks(f"/proc/{pid}/task/{tid}/stat", children=False)
+        return None if ticks is None else ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
 def _namespace_init(pid: int) -> int:
