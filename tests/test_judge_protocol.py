@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 import torch
@@ -25,7 +26,7 @@ from cuda_gym.judge.messages import (
     decode,
     encode,
 )
-from cuda_gym.judge.transport import Channel, HostArena, RemoteMemory, from_value, to_value, view
+from cuda_gym.judge.transport import Channel, HostArena, PeerGone, RemoteMemory, from_value, to_value, view
 
 
 def test_messages_round_trip_and_reject_anything_else() -> None:
@@ -147,3 +148,30 @@ def test_channel_readable_on_a_descriptor_above_1023() -> None:
         mine.close()
         theirs.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.timeout(60)
+def test_a_spinning_read_keeps_its_deadline_after_a_blocking_one() -> None:
+    """The driver waits for a server's Hello blocking, then spins (GPU) with deadlines: a call's time bound,
+    the 0.5 s wait for an enqueued call's answer. A socket kept the blocking read's timeout, each spinning
+    try polled that long and the deadline was checked every 4096 tries: a server that never answered held
+    the driver 34 minutes on the H200 (2026-12-04), whatever the bound."""
+    mine, theirs = Channel.pair()
+    try:
+        channel = Channel(mine, spin=False)
+        with pytest.raises(PeerGone, match="no answer"):
+            channel.recv(timeout_s=0.6)  # as the Hello's wait: it leaves the socket with a timeout
+        channel.spin = True
+        for wait_s in (0.5, 0.05):
+            start = time.monotonic()
+            with pytest.raises(PeerGone, match="no answer"):
+                channel.recv(timeout_s=wait_s)
+            assert time.monotonic() - start < wait_s + 0.25
+        theirs.send(b"{}")  # and a message that is there is read at once
+        start = time.monotonic()
+        with pytest.raises(ProtocolError):
+            channel.recv(timeout_s=5.0)
+        assert time.monotonic() - start < 0.25
+    finally:
+        mine.close()
+        theirs.close()

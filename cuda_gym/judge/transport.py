@@ -109,6 +109,12 @@ class Channel:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         fd_bytes = socket.CMSG_SPACE(MAX_FDS * 4) + socket.CMSG_SPACE(12)
         checks = 0
+        if self.spin:
+            # Non-blocking for real: a socket keeps the timeout of an earlier blocking read, and Python then
+            # polls for that long before each read, MSG_DONTWAIT or not. With 0.5 s left from the Hello, a
+            # "spinning" read waited 0.5 s per try and saw its deadline every 4096 tries: 34 minutes (an
+            # H200 server hung in forward, or synchronizing before its answer, held the driver that long).
+            self.sock.settimeout(0.0)
         while True:
             try:
                 if self.spin:
