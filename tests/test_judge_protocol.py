@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -26,7 +27,7 @@ from cuda_gym.judge.messages import (
     decode,
     encode,
 )
-from cuda_gym.judge.transport import Channel, HostArena, PeerGone, RemoteMemory, from_value, to_value, view
+from cuda_gym.judge.transport import SPIN_S, Channel, HostArena, PeerGone, RemoteMemory, from_value, to_value, view
 
 
 def test_messages_round_trip_and_reject_anything_else() -> None:
@@ -172,6 +173,32 @@ def test_a_spinning_read_keeps_its_deadline_after_a_blocking_one() -> None:
         with pytest.raises(ProtocolError):
             channel.recv(timeout_s=5.0)
         assert time.monotonic() - start < 0.25
+    finally:
+        mine.close()
+        theirs.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_spinning_read_blocks_after_its_spin_and_still_answers_at_once() -> None:
+    """A spinning wait spins ``SPIN_S``, then blocks: a long wait (a program loading) must not burn a CPU
+    and the driver's GIL; a message that comes then is still read as soon as it is there."""
+    mine, theirs = Channel.pair()
+    try:
+        channel = Channel(mine, spin=True)
+        sent = []
+
+        def later() -> None:
+            time.sleep(SPIN_S + 1.0)
+            sent.append(time.monotonic())
+            theirs.send(b"{}")
+
+        threading.Thread(target=later, daemon=True).start()
+        cpu = time.thread_time()
+        with pytest.raises(ProtocolError):
+            channel.recv(timeout_s=30.0)
+        got = time.monotonic()
+        assert time.thread_time() - cpu < SPIN_S + 0.5  # spun about SPIN_S of the 2 s, then slept
+        assert sent and got - sent[0] < 0.3  # woken by the message, not by its 0.5 s poll
     finally:
         mine.close()
         theirs.close()

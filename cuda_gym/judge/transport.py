@@ -62,13 +62,19 @@ def close_fds(fds: Iterable[int]) -> None:
             pass
 
 
+SPIN_S = 1.0
+"""A spinning ``Channel`` spins this long in each wait, then blocks (its wake-up then costs 10-15 us)."""
+
+
 class Channel:
     """One end of the driver <-> server socket pair.
 
     Args:
         sock: a connected ``AF_UNIX`` ``SOCK_SEQPACKET`` socket.
-        spin: poll without sleeping while waiting (GPU timing: the wake-up of a blocked read costs
-            10-15 us and varies; a spinning read answers in about 1 us).
+        spin: poll without sleeping for the first ``SPIN_S`` of each wait (GPU timing: the wake-up of a
+            blocked read costs 10-15 us and varies; a spinning read answers in about 1 us), then block:
+            a longer wait (a program loading, a server idle between evaluations) would burn a CPU and
+            the driver's GIL for nothing.
     """
 
     def __init__(self, sock: socket.socket, spin: bool = False) -> None:
@@ -109,7 +115,9 @@ class Channel:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         fd_bytes = socket.CMSG_SPACE(MAX_FDS * 4) + socket.CMSG_SPACE(12)
         checks = 0
-        if self.spin:
+        spinning = self.spin
+        spin_until = time.monotonic() + SPIN_S
+        if spinning:
             # Non-blocking for real: a socket keeps the timeout of an earlier blocking read, and Python then
             # polls for that long before each read, MSG_DONTWAIT or not. With 0.5 s left from the Hello, a
             # "spinning" read waited 0.5 s per try and saw its deadline every 4096 tries: 34 minutes (an
@@ -117,7 +125,7 @@ class Channel:
             self.sock.settimeout(0.0)
         while True:
             try:
-                if self.spin:
+                if spinning:
                     data, anc, flags, _ = self.sock.recvmsg(MAX_MESSAGE, fd_bytes, socket.MSG_DONTWAIT)
                 else:
                     wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))
@@ -126,12 +134,13 @@ class Channel:
                 break
             except (TimeoutError, BlockingIOError):
                 checks += 1
-                if not self.spin or checks % 4096 == 0:
+                if not spinning or checks % 4096 == 0:
                     now = time.monotonic()
                     if deadline is not None and now >= deadline:
                         raise PeerGone(f"no answer within {timeout_s:.1f} s") from None
                     if alive is not None and not alive():
                         raise PeerGone("the peer process ended") from None
+                    spinning = spinning and now < spin_until
             except OSError as exc:
                 raise PeerGone(f"the channel failed ({exc})") from None
         fds: list[int] = []
