@@ -117,6 +117,10 @@ WARM_FILE_BYTES = 64 * 2**30
 """File-size limit of a warm server (made before its task is known; a fresh one gets 4x the task's output)."""
 
 
+SPAWN_WAIT_S = 5.0
+"""``quiet`` waits this long for a server refilled just before to have a process it can pause."""
+
+
 class _Warm:
     """One server started ahead: its session, its job slot and the thread that waits for its ``Hello``."""
 
@@ -142,6 +146,15 @@ class _Warm:
     @property
     def booting(self) -> bool:
         return self.thread.is_alive()
+
+    def spawned(self, timeout_s: float) -> Any:
+        """Its sandboxed process once it exists (``None`` if its start failed or took longer than
+        ``timeout_s``): a booting server gets its process from the boot thread, some milliseconds after
+        ``launch``."""
+        until = time.monotonic() + timeout_s
+        while self.session.proc is None and self.booting and time.monotonic() < until:
+            time.sleep(0.001)
+        return self.session.proc
 
     def ready(self) -> bool:
         """Wait for its ``Hello``; whether it is up and unused."""
@@ -243,7 +256,8 @@ class WarmServers:
         with a calibration or a timed call."""
         stopped: list[int] = []
         for warm in self.stock:
-            proc = warm.session.proc
+            # a server refilled just before has no process yet: without the wait it boots through the block
+            proc = warm.spawned(SPAWN_WAIT_S)
             if proc is not None and proc.poll() is None:
                 stopped += _signal_tree(proc.pid, signal.SIGSTOP)
         try:
