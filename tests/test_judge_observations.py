@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from cuda_gym.judge.driver import _children, _cpu_ticks, _process_runtime_ns, _thread_runtime_ns
+from cuda_gym.judge.driver import _children, _cpu_ticks, _process_runtime_ns, _thread_runtime_ns, helper_runtime_ns
 
 SPIN_THEN_EXIT = """
 import threading, time, sys
@@ -30,10 +30,9 @@ def test_cpu_of_threads_that_exited_stays_in_the_process_count() -> None:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "joined"
         time.sleep(0.05)
         assert os.listdir(f"/proc/{proc.pid}/task") == [str(proc.pid)]  # only the main thread is alive
-        whole = _process_runtime_ns(proc.pid)
-        main = _thread_runtime_ns(proc.pid, proc.pid)
-        assert whole is not None and main is not None
-        assert 0.29 <= (whole - main) / 1e9 < 0.4, (whole, main)
+        helpers = helper_runtime_ns(proc.pid)
+        assert helpers is not None
+        assert 0.29 <= helpers / 1e9 < 0.4, helpers
     finally:
         proc.kill()
         proc.wait()
@@ -47,7 +46,8 @@ def test_children_of_every_thread_are_listed() -> None:
         kids = _children(parent.pid)
         assert len(kids) == 1 and open(f"/proc/{kids[0]}/comm").read().strip() == "sleep"
         assert _cpu_ticks("/proc/0/stat", children=True) is None  # unreadable: no reading, not zero
-        assert _process_runtime_ns(2**22 + 1) is None and _thread_runtime_ns(0, 0) is None
+        assert helper_runtime_ns(2**22 + 1) is None and _process_runtime_ns(2**22 + 1) is None
+        assert _thread_runtime_ns(0, 0) is None
     finally:
         for pid in _children(parent.pid):
             os.kill(pid, 9)
@@ -74,10 +74,9 @@ def test_a_spinning_main_thread_leaves_no_phantom_helper_cpu() -> None:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
 
         def helper_ns() -> int:
-            main = _thread_runtime_ns(proc.pid, proc.pid)
-            whole = _process_runtime_ns(proc.pid)
-            assert main is not None and whole is not None
-            return whole - main
+            helpers = helper_runtime_ns(proc.pid)
+            assert helpers is not None
+            return helpers
 
         total = 0
         for _ in range(800):
