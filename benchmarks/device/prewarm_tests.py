@@ -64,7 +64,7 @@ def main() -> int:
     with Judge(JudgeConfig(device="cuda:0")) as judge:
         errors = judge.prewarm_compile(list(tasks.values()), jobs=jobs)
     for task_id, error in sorted(errors.items()):
-        print("compile", task_id, error[:200] or "ok", flush=True)
+        print("compile", task_id, error[-3000:] or "ok", flush=True)  # the end of a traceback says why
     print(f"torch.compile prewarm: {len(tasks)} tasks in {time.perf_counter() - start:.1f} s", flush=True)
     return 0
 
