@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from cuda_gym.judge.driver import ServerSession, ServerSpec
-from cuda_gym.judge.reference_worker import WarmServers, _Warm, _signal_tree
+from cuda_gym.judge.reference_worker import WarmServers, _signal_tree, _Warm
 from cuda_gym.paths import package_pythonpath
 from cuda_gym.sandbox import Limits
 

@@ -993,15 +993,17 @@ def helper_runtime_ns(pid: int) -> int | None:
     process, and the process's reading is set against the middle of the two: a reader preempted between
     two plain readings charged the spinning main thread's time meanwhile to the helpers (12 ms over 800
     windows on a loaded 2-CPU machine). Read again, up to five times, while they lie far apart."""
+    helpers: int | None = None
     for _ in range(5):
         before = _thread_runtime_ns(pid, pid)
         whole = _process_runtime_ns(pid)
         after = _thread_runtime_ns(pid, pid)
         if before is None or whole is None or after is None:
             return None
+        helpers = whole - (before + after) // 2
         if after - before <= READ_BRACKET_NS:
             break
-    return whole - (before + after) // 2
+    return helpers
 
 
 def _process_runtime_ns(pid: int) -> int | None:
