@@ -398,7 +398,8 @@ class ServerSession:
         call = Call(seq=self.seq, inputs=(), audit=audit, noop=noop, profile=profile)
         if not first:
             self._window_affinity(True)
-        started = time.perf_counter()
+        debug = log.isEnabledFor(logging.DEBUG)
+        started = time.perf_counter() if debug else 0.0
         at_once = first or profile or self._late()
         try:
             if self.cuda:
@@ -408,7 +409,7 @@ class ServerSession:
         finally:  # the window is closed
             if not first:
                 self._window_affinity(False)
-        if log.isEnabledFor(logging.DEBUG):
+        if debug:
             log.debug("call %d (noop=%s audit=%s at_once=%s late=%d): %.1f ms, counted %.4f ms, error=%r", call.seq, noop,
                       audit, at_once, self._late_calls, (time.perf_counter() - started) * 1000.0, result.ms, result.error[:80])
         if result.error or self.dead:
@@ -942,7 +943,7 @@ class ServerSession:
             wall0, cpu0 = self._idle_mark
             cpu1 = self.helper_cpu_s()
             self.idle_wall_s += time.perf_counter() - wall0
-            if cpu1 is not None:  # signed: the count is a difference of two readings, each rounded to a tick
+            if cpu1 is not None:  # signed: a difference of two readings (children reaped are counted in ticks)
                 self.idle_cpu_s += cpu1 - cpu0
             self._idle_mark = None
 
