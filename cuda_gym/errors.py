@@ -54,6 +54,11 @@ class JudgeError(CudaGymError):
     """The judge itself failed (not the candidate): bad configuration, no device, broken task."""
 
 
+class DeviceStuckError(JudgeError):
+    """The driver's own GPU work stays blocked (a timing stream waits on a server that is gone): its device
+    state can no longer be trusted, and the worker that holds it is restarted."""
+
+
 class ProtocolError(JudgeError):
     """A message between the judge's processes does not match its schema (a bug or a forged message)."""
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from cuda_gym.errors import JudgeError, ProtocolError, SandboxError, UnreadableAnswer
+from cuda_gym.errors import DeviceStuckError, JudgeError, ProtocolError, SandboxError, UnreadableAnswer
 from cuda_gym.judge import harness
 from cuda_gym.judge.cpu_load import smt_siblings
 from cuda_gym.judge.messages import Calibrate, Call, Finished, Hello, Load, Loaded, Reply, Shutdown, TensorRef, Value, encode
@@ -348,15 +348,24 @@ class ServerSession:
                 self.proc.wait(timeout=10)
             except Exception:  # noqa: BLE001 - best effort
                 pass
-        if self.flags is not None and self.seq:
-            # a window left open by an exception: its done word (harmless when it came) frees the timing stream
-            with contextlib.suppress(Exception):
-                self._rescue(self.seq)
+        stuck: DeviceStuckError | None = None
+        if self.flags is not None and self.seq and self.timing_stream is not None:
+            # a window left open by an exception: its done word (harmless when it came) frees the timing
+            # stream; the event behind everything queued on it says when, so the wait is bounded
+            drained = torch.cuda.Event()
+            drained.record(self.timing_stream)
+            try:
+                if not drained.query():
+                    self._rescue(self.seq, drained)
+            except DeviceStuckError as exc:
+                stuck = exc
         if self.arena is not None:
             self.arena.close()
-        if self.peer is not None:
-            self.peer.close()
+        if self.peer is not None and stuck is None:
+            self.peer.close()  # synchronizes the device: only once nothing of ours waits on the server
         self._cores = self._masks = None
+        if stuck is not None:
+            raise stuck
 
     def output(self) -> str:
         """What the server printed (the sandbox's capped buffer)."""
@@ -764,7 +773,7 @@ class ServerSession:
             if self._wait_event(event, min(until, time.perf_counter() + 1.0)):
                 return
             if time.perf_counter() > until:
-                raise JudgeError("the driver's timing stream stays blocked after a call's time bound")
+                raise DeviceStuckError("the driver's timing stream stays blocked after a call's time bound")
 
     # ------------------------------------------------------------------ trusted observations
 

@@ -38,6 +38,7 @@ from typing import Any, TextIO
 
 import torch
 
+from cuda_gym.errors import DeviceStuckError
 from cuda_gym.judge import harness
 from cuda_gym.judge.driver import ServerSession, ServerSpec
 from cuda_gym.judge.messages import (
@@ -452,7 +453,7 @@ def _serve(server: ReferenceServer, proto: TextIO) -> int:
         try:
             _reply(proto, server.handle(req))
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the orchestrator
-            fatal = "CUDA error" in str(exc) or isinstance(exc, torch.OutOfMemoryError)
+            fatal = "CUDA error" in str(exc) or isinstance(exc, (torch.OutOfMemoryError, DeviceStuckError))
             _reply(
                 proto,
                 WorkerFailure(error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(limit=8), fatal=fatal),
