@@ -49,6 +49,17 @@ def test_probe_refuses_a_reference_outside_its_segment() -> None:
         peer.probe(TensorRef("float32", (3,), (1,), 0, 8, 0), 1, 2)
 
 
+def test_an_empty_output_needs_no_segment_but_a_full_one_does() -> None:
+    """A zero-size output has no memory to share: the server names segment -1, the driver reads nothing."""
+    peer, _ = _peer(1024)
+    peer.device = torch.device("cpu")
+    empty = TensorRef("float32", (0, 3), (3, 1), 0, -1, 0)
+    assert peer.probe(empty, 1, 2).nbytes == 0
+    assert peer.tensor(empty).shape == (0, 3)
+    with pytest.raises(ProtocolError, match="never shared"):
+        peer.tensor(TensorRef("float32", (1, 3), (3, 1), 0, -1, 0))
+
+
 @pytest.mark.parametrize(
     "src",
     [

@@ -326,14 +326,14 @@ class Server:
         t = t.detach()
         if t.device != torch.device(self.device):
             raise CandidateError(f"forward returned a tensor on {t.device}; the reference returns it on {self.device}")
-        if self.segments is None:
+        if self.segments is None or t.numel() == 0:  # an empty tensor has no memory to share (segment -1)
             return TensorRef(
                 dtype=str(t.dtype).replace("torch.", ""),
                 shape=tuple(t.shape),
                 strides=tuple(t.stride()),
                 offset=int(t.storage_offset()),
                 segment=-1,
-                base=t.untyped_storage().data_ptr(),
+                base=t.untyped_storage().data_ptr() if self.segments is None else 0,
             )
         try:
             ref, seg, fd = self.segments.ref_of(t, self.sent)

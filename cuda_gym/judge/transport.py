@@ -643,7 +643,10 @@ class PeerSegments:
         return torch.as_tensor(holder, device=self.device)
 
     def tensor(self, ref: TensorRef) -> torch.Tensor:
-        """The peer's tensor ``ref`` describes, as a view of its mapped segment."""
+        """The peer's tensor ``ref`` describes, as a view of its mapped segment (an empty one has no
+        memory, and no segment: the server sends segment -1)."""
+        if span_bytes(ref)[1] == 0:
+            return torch.empty(ref.shape, dtype=dtype_of(ref.dtype), device=self.device)
         flat = self.mapped.get(ref.segment)
         if flat is None:
             raise ProtocolError(f"a tensor in segment {ref.segment}, which was never shared")
@@ -653,7 +656,10 @@ class PeerSegments:
 
     def probe(self, ref: TensorRef, phase: int, jitter: int) -> Probe:
         """A probe over the bytes the output ``ref`` spans, placed by two secret random numbers: pieces at a
-        pitch between half and all of the span / ``PROBE_ROWS``, starting at a random phase."""
+        pitch between half and all of the span / ``PROBE_ROWS``, starting at a random phase (an empty output:
+        a probe that reads nothing)."""
+        if span_bytes(ref)[1] == 0:
+            return Probe(0, 0, 0, 1)
         flat = self.mapped.get(ref.segment)
         if flat is None:
             raise ProtocolError(f"an output in segment {ref.segment}, which was never shared")
