@@ -18,6 +18,7 @@ from cuda_gym.judge import Judge, JudgeConfig, JudgeResult
 from cuda_gym.judge.baselines import BaselineCache
 from cuda_gym.judge.compare import compare_outputs, constant_would_pass
 from cuda_gym.reward import milestone_reward
+from cuda_gym.tools.render import render_submit
 
 TOL = {"float32": (1e-2, 1e-2), "float64": (1e-2, 1e-2), "float16": (1e-2, 1e-2)}
 
@@ -222,6 +223,16 @@ def test_hang_is_killed_at_the_wall_limit(judge_env: dict[str, Path], task) -> N
         ok = j.evaluate(task, solution=cases.TORCH_FALLBACK, mode="verify")
         assert ok.correct, ok.error
         assert any(v.rule == "torch-compute" for v in ok.violations) and milestone_reward(ok) == -1
+
+
+def test_a_static_violation_is_checked_but_not_timed(judge: Judge, task) -> None:
+    """A rule the static checks found scores -1 whatever the speed: the trials run, the timed calls do not."""
+    res = judge.evaluate(task, solution=cases.TORCH_FALLBACK, mode="full")
+    assert res.correct and res.trials and any(v.rule == "torch-compute" for v in res.violations), res.to_json()
+    assert res.candidate is None and res.eager is None and milestone_reward(res) == -1
+    assert "Not timed" in render_submit(res)
+    honest = judge.evaluate(task, solution=cases.HONEST, mode="full")
+    assert honest.passed and honest.candidate is not None, honest.to_json()  # the timed path still runs
 
 
 def test_import_errors_are_compile_failures(judge: Judge, task) -> None:

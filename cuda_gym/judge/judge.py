@@ -345,6 +345,10 @@ class Judge:
         task, sub, mode, result, job_dir = job.task, job.sub, job.mode, job.result, job.job_dir
         facts = self._prepare(task, job_dir)
         result.fingerprint = dict(self._ref.fingerprint)
+        if result.violations and mode != "verify":
+            # A rule already broken scores -1 whatever the speed: the correctness trials still run (the
+            # agent's feedback), the timed calls and the baselines do not (device time for nothing).
+            mode = "verify"
         report = self._evaluate(task, sub, mode, job_dir, job.module_path, job.inline)
         result.fingerprint["sandbox"] = report.sandbox
         if sub.kind == "single" and report.import_failed:

@@ -81,7 +81,10 @@ def _trials_section(result: JudgeResult) -> list[str]:
 def _violations_section(result: JudgeResult) -> list[str]:
     if not result.violations:
         return []
-    return ["Rule violations (each scores -1):"] + [f"  {v}" for v in result.violations]
+    rows = ["Rule violations (each scores -1):"] + [f"  {v}" for v in result.violations]
+    if result.mode != "verify" and result.candidate is None and result.compiled and not result.error:
+        rows.append("Not timed: a submission that breaks a rule scores -1 whatever its speed.")
+    return rows
 
 
 def _timing_row(label: str, timing: Timing | None) -> str:
