@@ -100,7 +100,14 @@ class Limits:
     """Scheduling niceness of every process of the sandbox (``nice -n``). Agent commands, builds and
     single-file recordings run at 19, so that on a shared machine they never compete with the judge's
     timed servers, which run at 0 (``judge.procedure``): a hostile import in a pool's recorder that
-    spun every CPU slowed the cached baseline of a task about 14x (red team, 2026-12-01)."""
+    spun every CPU slowed the cached baseline of a task about 14x (red team, 2026-12-01).
+
+    ``nice`` alone does not do it: every sandbox starts a session of its own, and where the kernel groups
+    sessions (``kernel.sched_autogroup_enabled``) a niceness counts only inside its session's group, so a
+    nice-19 spinner took half a CPU from a nice-0 one (red team 3). A sandbox with a niceness above 0 is
+    therefore also put in a ``cpu`` cgroup of the weight that niceness has (``cpu.shares`` 15 of 1024 for
+    19 on cgroup v1, ``cpu.weight`` 1 of 100 on v2), where one can be made; ``cpu_weight_applies()`` says
+    whether it can here."""
     entries: int | None = 1_000_000
     """Files, folders and links the writable paths may hold together (links not followed): checked with
     ``disk_bytes``, about every second while the command runs and when it ends; ``reason`` says so. Empty
@@ -271,14 +278,15 @@ def _own_cgroup(controller: str | None) -> str:
 
 
 _CGROUP_LIMIT_FILES = {("pids", 1): ("pids.max", "8"), ("pids", 2): ("pids.max", "8"),
-                       ("memory", 1): ("memory.limit_in_bytes", "-1"), ("memory", 2): ("memory.max", "max")}
+                       ("memory", 1): ("memory.limit_in_bytes", "-1"), ("memory", 2): ("memory.max", "max"),
+                       ("cpu", 1): ("cpu.shares", "1024"), ("cpu", 2): ("cpu.weight", "100")}
 """Per controller and cgroup version: the limit file and a harmless value written by the probe."""
 
 
 @functools.cache
 def _cgroup_parent(controller: str) -> tuple[Path, int] | None:
     """A cgroup directory (and its cgroup version) under which we may create children that limit
-    ``controller`` (``pids`` or ``memory``); probed once."""
+    ``controller`` (``pids``, ``memory`` or ``cpu``); probed once."""
     candidates = [(m / _own_cgroup(controller), 1) for m in _mount_points("cgroup", controller)]
     candidates += [(m / _own_cgroup(None), 2) for m in _mount_points("cgroup2")]
     for parent, version in candidates:
@@ -299,6 +307,29 @@ def _cgroup_parent(controller: str) -> tuple[Path, int] | None:
             except OSError:
                 pass
     return None
+
+
+def cpu_weight(nice: int, version: int) -> int:
+    """The ``cpu`` cgroup weight of a niceness: the kernel's weight of ``nice`` (1024 / 1.25^nice) on
+    cgroup v1's ``cpu.shares`` scale (default 1024, at least 2), or on v2's ``cpu.weight`` (default 100,
+    at least 1)."""
+    if version == 1:
+        return max(2, round(1024 / 1.25 ** nice))
+    return max(1, min(10_000, round(100 / 1.25 ** nice)))
+
+
+def cpu_weight_applies() -> bool:
+    """Whether sandboxes with a niceness get a ``cpu`` cgroup of its weight here (a writable ``cpu``
+    cgroup can be made)."""
+    return _cgroup_parent("cpu") is not None
+
+
+@functools.cache
+def _warn_nice_unenforced() -> None:
+    logger.warning("no writable cpu cgroup here: a sandbox's niceness counts only inside its own session's "
+                   "scheduling group where the kernel groups sessions (kernel.sched_autogroup_enabled), so builds "
+                   "and agent commands compete with the judge's timed servers as equals. Give the container a "
+                   "writable cpu cgroup (see docs/sandbox.md).")
 
 
 def _pids_cgroup_parent() -> Path | None:
@@ -327,14 +358,15 @@ class _Cgroups:
     """One sandbox's cgroups: one per hierarchy (cgroup v1 has one per controller, v2 one for all).
 
     They cap the number of tasks (``pids``) and the memory of all processes together (``memory``),
-    and let the sandbox kill every member at the end, also those that left its process group.
+    weigh the CPU time of a sandbox with a niceness (``cpu``: see ``Limits.nice``), and let the sandbox
+    kill every member at the end, also those that left its process group.
     """
 
-    def __init__(self, max_pids: int | None, memory_bytes: int | None):
+    def __init__(self, max_pids: int | None, memory_bytes: int | None, nice: int = 0):
         self.dirs: dict[str, tuple[Path, int]] = {}
         name = f"cuda_gym-{_owner_tag()}-{uuid.uuid4().hex[:12]}"
         try:
-            for controller, value in (("pids", max_pids), ("memory", memory_bytes)):
+            for controller, value in (("pids", max_pids), ("memory", memory_bytes), ("cpu", nice or None)):
                 found = _cgroup_parent(controller) if value is not None else None
                 if found is None:
                     continue
@@ -342,6 +374,8 @@ class _Cgroups:
                 path = parent / name
                 if not path.is_dir():
                     path.mkdir()
+                if controller == "cpu":
+                    value = cpu_weight(nice, version)
                 (path / _CGROUP_LIMIT_FILES[(controller, version)][0]).write_text(f"{value}\n")
                 if controller == "memory" and version == 2:
                     _try_write(path / "memory.swap.max", "0")
@@ -440,7 +474,7 @@ def _sweep_stale() -> None:
     """Once per process: remove the cgroups and temp dirs of sandboxes whose creator died without
     cleaning up (SIGKILL, OOM), killing anything still in those cgroups."""
     ns = os.stat("/proc/self/ns/pid").st_ino
-    parents = {found[0] for found in (_cgroup_parent("pids"), _cgroup_parent("memory")) if found is not None}
+    parents = {found[0] for found in map(_cgroup_parent, ("pids", "memory", "cpu")) if found is not None}
     for parent in parents:
         try:
             children = list(parent.iterdir())
@@ -777,9 +811,11 @@ class Sandbox:
         fds = _check_fds(pass_fds)
 
         _sweep_stale()
-        cgroups = _Cgroups(limits.processes, limits.memory_bytes)
+        cgroups = _Cgroups(limits.processes, limits.memory_bytes, max(limits.nice, 0))
         if limits.processes is not None and not cgroups.has("pids") and os.geteuid() == 0:
             _warn_nproc_unenforced()
+        if limits.nice > 0 and not cgroups.has("cpu"):
+            _warn_nice_unenforced()
         if limits.memory_bytes is not None and not cgroups.has("memory"):
             _warn_memory_per_process()
         host_tmp = None if self.mode == "bwrap" else Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{_owner_tag()}_"))

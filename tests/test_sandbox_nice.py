@@ -7,9 +7,13 @@ from pathlib import Path
 import pytest
 
 from adversarial.judging import SOLUTIONS, SharedJudges, load_task, make_workspace
-from cuda_gym.sandbox import Limits, Sandbox
+from cuda_gym.sandbox import Limits, Sandbox, cpu_weight, cpu_weight_applies
 
 NICE = "import os; print('nice', os.nice(0))"
+
+SPIN = ("import os, time\nos.sched_setaffinity(0, {0})\nend = time.monotonic() + 2.0\n"
+        "while time.monotonic() < end:\n    pass\nprint('cpu', time.process_time())")
+"""Spin on CPU 0 for 2 s of wall time; print the CPU time it got."""
 
 
 def test_sandboxed_commands_run_at_nice_19_unless_told(box: Path) -> None:
@@ -28,3 +32,23 @@ def test_the_candidate_server_is_timed_at_nice_0(tmp_path: Path, judges: SharedJ
     )
     result = judges.get("cpu", static_rules=False).evaluate(task, workspace=ws, mode="verify")
     assert "server nice=0" in result.error, result.error
+
+
+def test_nice_maps_to_the_kernels_weights() -> None:
+    assert cpu_weight(0, 1) == 1024 and cpu_weight(0, 2) == 100
+    assert cpu_weight(19, 1) == 15 and cpu_weight(19, 2) == 1
+    assert cpu_weight(5, 1) == 336 and cpu_weight(5, 2) == 33
+
+
+@pytest.mark.skipif(not cpu_weight_applies(), reason="no writable cpu cgroup here")
+def test_a_nice_sandbox_yields_the_cpu_to_a_timed_one(box: Path) -> None:
+    """Two spinners on one CPU, each in a sandbox (a session of its own): the nice-19 one (a build, an agent
+    command) gets a small share against the nice-0 one (a timed server), not the half that a niceness alone
+    gives it where the kernel groups sessions (autogroup)."""
+    sandbox = Sandbox(writable=[box])
+    low = sandbox.start(["python3", "-c", SPIN], cwd=box, limits=Limits(wall_s=30, nice=19))
+    high = sandbox.start(["python3", "-c", SPIN], cwd=box, limits=Limits(wall_s=30, nice=0))
+    low.wait()
+    high.wait()
+    got = {name: float(proc.result().output.split("cpu")[-1]) for name, proc in (("low", low), ("high", high))}
+    assert got["low"] < 0.25 * got["high"], got
