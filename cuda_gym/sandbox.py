@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from cuda_gym.errors import SandboxError
 from cuda_gym.host import find_cuda_home
+from cuda_gym.trees import remove_tree
 
 logger = logging.getLogger(__name__)
 
@@ -496,7 +497,7 @@ def _sweep_stale() -> None:
     for entry in entries:
         m = re.fullmatch(re.escape(_TMP_PREFIX) + rf"{ns}-(\d+)_.*", entry.name)
         if m is not None and not _pid_alive(int(m.group(1))):
-            shutil.rmtree(entry, ignore_errors=True)
+            remove_tree(entry)
 
 
 def _try_write(path: Path, value: str) -> None:
@@ -1167,7 +1168,7 @@ def _cleanup(cgroup: _Cgroups, host_tmp: Path | None) -> None:
     cgroup.kill_all()
     cgroup.remove()
     if host_tmp is not None:
-        shutil.rmtree(host_tmp, ignore_errors=True)
+        remove_tree(host_tmp)
 
 
 @dataclass(frozen=True)

@@ -6,16 +6,15 @@ import ast
 import hashlib
 import logging
 import os
-import shutil
 import stat
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from cuda_gym.errors import ToolError
 from cuda_gym.tasks.task import Task
+from cuda_gym.trees import remove_tree
 from cuda_gym.vocab import check_flavour
 
 logger = logging.getLogger(__name__)
@@ -248,33 +247,4 @@ class Workspace:
         if target is None or not target.exists():
             return
 
-        _remove_tree(target)
-
-
-def _remove_tree(target: Path) -> None:
-    """``shutil.rmtree`` that opens up what the agent made read-only or unreadable, and only that.
-
-    One walk, one ``unlink`` per file: a workspace of a million files is removed at ``rm -r``
-    speed (red-team D's A3: making every path writable first doubled the cost). A folder whose
-    listing or entry removal is refused is made ``rwx`` for its owner and removed again (once).
-    """
-    opened: set[str] = set()
-
-    def retry(func: Any, path: str, exc: Any) -> None:
-        if not os.path.lexists(path):  # removed by a retry below it
-            return
-        for folder in dict.fromkeys((os.path.dirname(path), path)):
-            try:
-                if not os.path.islink(folder) and os.path.isdir(folder):
-                    os.chmod(folder, stat.S_IRWXU)
-            except OSError:
-                pass
-        if func in (os.open, os.scandir, os.listdir) or (os.path.isdir(path) and not os.path.islink(path)):
-            if path in opened:  # made rwx once already: it cannot be removed
-                raise exc[1]
-            opened.add(path)
-            shutil.rmtree(path, onerror=retry)  # it can be listed now
-        else:
-            func(path)
-
-    shutil.rmtree(target, onerror=retry)
+        remove_tree(target)

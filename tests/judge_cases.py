@@ -76,6 +76,14 @@ FORK = cpu_solution(
     "        import os, time\n        if os.fork() == 0:\n            time.sleep(30)\n            os._exit(0)\n"
     "        return ext.fused_bias_gelu(x, self.bias, 1.0)",
 )
+DEEP_FOLDERS = cpu_solution(
+    "        import os\n        fd = os.open('.', os.O_RDONLY)\n        for _ in range(3000):\n"
+    "            os.mkdir('d', dir_fd=fd)\n            nfd = os.open('d', os.O_RDONLY, dir_fd=fd)\n"
+    "            os.close(fd)\n            fd = nfd\n        os.close(fd)\n"
+    "        return ext.fused_bias_gelu(x, self.bias, 1.0)",
+)
+"""Leaves a chain of 3000 folders in the server's writable folder (its first call; later ones fail, which
+does not matter): Python 3.11's ``shutil.rmtree`` raised ``RecursionError`` removing it (red team 3)."""
 NO_MODEL = CPU_EXTENSION + "\nclass Something:\n    pass\n"
 SYNTAX_ERROR = "import torch\nclass ModelNew(torch.nn.Module:\n    pass\n"
 

@@ -235,6 +235,17 @@ def test_a_static_violation_is_checked_but_not_timed(judge: Judge, task) -> None
     assert honest.passed and honest.candidate is not None, honest.to_json()  # the timed path still runs
 
 
+def test_a_folder_chain_left_by_the_server_is_removed_with_its_job(tmp_path: Path, task) -> None:
+    """Whatever the server leaves in the folders it may write, the evaluation ends in a verdict and the job
+    folder is gone (a 3000-deep chain made ``shutil.rmtree`` raise ``RecursionError`` after the verdict)."""
+    cfg = JudgeConfig(device="cpu", cache_judgements=False, static_rules=False, cache_dir=tmp_path / "cache",
+                      work_dir=tmp_path / "jobs")
+    with Judge(cfg) as j:
+        res = j.evaluate(task, solution=cases.DEEP_FOLDERS, mode="verify")
+    assert res.compiled and not res.correct, res.to_json()  # the first call passed, the next ones could not mkdir
+    assert not any((tmp_path / "jobs").iterdir()), list((tmp_path / "jobs").iterdir())
+
+
 def test_import_errors_are_compile_failures(judge: Judge, task) -> None:
     res = judge.evaluate(task, solution=cases.SYNTAX_ERROR, mode="verify")
     assert not res.compiled and "SyntaxError" in res.compile_log

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import shutil
 import tempfile
 import threading
 import time
@@ -19,6 +18,7 @@ from cuda_gym.executors.base import Executor
 from cuda_gym.executors.job import JudgeJob
 from cuda_gym.judge import JudgeConfig
 from cuda_gym.judge.result import JudgeResult
+from cuda_gym.trees import remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class JudgeActor:
         try:
             return self.pool.evaluate(job.unpack(folder / "workspace"))
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
 
 
 @dataclass

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
 import tempfile
 import threading
 import time
@@ -45,6 +44,7 @@ from cuda_gym.paths import cache_dir
 from cuda_gym.sandbox import Sandbox
 from cuda_gym.tasks.task import Task
 from cuda_gym.text import clean_output
+from cuda_gym.trees import remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -179,10 +179,10 @@ class Judge:
                 if "build stopped: it ran past" not in job.result.compile_log:
                     self.judgements.put(key, job.result)
         except BaseException:
-            shutil.rmtree(job_dir, ignore_errors=True)
+            remove_tree(job_dir)
             raise
         if job.done and not self.config.keep_jobs:
-            shutil.rmtree(job_dir, ignore_errors=True)
+            remove_tree(job_dir)
         return job
 
     def finish(self, job: PreparedJob) -> JudgeResult:
@@ -203,7 +203,7 @@ class Judge:
     def discard(self, job: PreparedJob) -> None:
         """Remove a prepared job's directory (``finish`` does; call it for a job that will never finish)."""
         if not self.config.keep_jobs:
-            shutil.rmtree(job.job_dir, ignore_errors=True)
+            remove_tree(job.job_dir)
 
     def baselines(self, task: Task) -> tuple[Timing | None, Timing | None, str]:
         """``(eager, compile, compile_error)`` timings of the reference, from the cache or measured now."""
@@ -603,7 +603,7 @@ class Judge:
             )
             answer = self._ask(task, req, BaselineReport)
         finally:
-            shutil.rmtree(job_dir, ignore_errors=True)
+            remove_tree(job_dir)
         if answer.error or not answer.times_ms:
             return None, answer.error[:2000] or "no timed calls"
         timing = timing_from(answer.times_ms, answer.raw_ms, answer.event_ms, answer.overhead_ms, answer.resolution_ms)

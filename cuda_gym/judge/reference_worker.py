@@ -59,6 +59,7 @@ from cuda_gym.judge.messages import (
     encode,
 )
 from cuda_gym.judge.procedure import Driver, _plain
+from cuda_gym.trees import remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +170,7 @@ class _Warm:
             self.session.close()
         except Exception:  # noqa: BLE001 - best effort
             pass
-        shutil.rmtree(self.slot, ignore_errors=True)
+        remove_tree(self.slot)
 
 
 class WarmServers:
@@ -277,7 +278,7 @@ class WarmServers:
     def close(self) -> None:
         """Kill every warm server and remove the slots."""
         self.clear()
-        shutil.rmtree(self.root, ignore_errors=True)
+        remove_tree(self.root)
 
 
 def _signal_tree(pid: int, sig: int) -> list[int]:
