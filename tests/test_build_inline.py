@@ -73,6 +73,34 @@ def test_a_file_failing_at_import_reports_why(tmp_path: Path) -> None:
     assert recording.calls == [] and "no kernels today" in (recording.error or "")
 
 
+FORGED_RECORDING = """
+import atexit, os, sys
+out = sys.argv[3] if len(sys.argv) == 4 and sys.argv[1] == "record" else None
+
+def forge():
+    os.unlink(out)
+    {how}
+
+if out:
+    atexit.register(forge)
+"""
+"""An import that replaces the recorder's ``calls.json`` as its process exits (the agent's file runs there)."""
+
+
+@pytest.mark.parametrize("how", [
+    "os.symlink('/etc/hostname', out)",  # a link to a host file: never followed
+    "import json; open(out, 'w').write(json.dumps({'calls': [{'name': 1}], 'error': None}))",  # a wrong-shaped call
+    "open(out, 'w').write('[' * 100000)",  # JSON nested past any recursion limit
+    "open(out, 'w').write('not json')",
+    "os.mkfifo(out)",  # a FIFO: never opened for reading (it would block)
+], ids=["link", "wrong-shape", "deep", "not-json", "fifo"])
+def test_a_forged_recording_is_the_files_failure_not_an_exception(tmp_path: Path, how: str) -> None:
+    path = single_file(tmp_path)
+    path.write_text(path.read_text() + FORGED_RECORDING.replace("{how}", how))
+    recording = record_calls(path)
+    assert recording.calls == [] and "recording is unreadable" in (recording.error or ""), recording
+
+
 def test_prepared_modules_serve_the_candidate_and_repeat_judgements_hit_the_cache(
         build_config: BuildConfig, tmp_path: Path) -> None:
     """The shim returns the prebuilt module; a planted torch-extensions folder is never read."""

@@ -32,7 +32,9 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from cuda_gym.build.config import BuildConfig, BuildResult
-from cuda_gym.errors import BuildError
+from cuda_gym.build.files import read_regular
+from cuda_gym.errors import BuildError, UnreadableFileError
+from cuda_gym.trees import remove_tree
 
 if TYPE_CHECKING:
     from cuda_gym.sandbox import SandboxMode
@@ -236,8 +238,8 @@ def record_calls(source: Path, *, timeout_s: float = 120.0, sandbox_mode: Sandbo
     from cuda_gym.paths import package_pythonpath
     from cuda_gym.sandbox import Limits, Sandbox
 
-    with tempfile.TemporaryDirectory(prefix="cuda_gym_record_") as tmp:
-        folder = Path(tmp)
+    folder = Path(tempfile.mkdtemp(prefix="cuda_gym_record_"))
+    try:
         copy = folder / "model_new.py"
         copy.write_bytes(Path(source).read_bytes())
         out = folder / "calls.json"
@@ -245,12 +247,36 @@ def record_calls(source: Path, *, timeout_s: float = 120.0, sandbox_mode: Sandbo
         cmd = [sys.executable, "-m", "cuda_gym.build.inline", "record", str(copy), str(out)]
         run = Sandbox(writable=[folder], mode=sandbox_mode).run(cmd, cwd=folder, env=env,
                                                                limits=Limits(wall_s=timeout_s))
-        if not out.is_file():
+        try:
+            return _read_recording(out, run.output)
+        except (UnreadableFileError, ValueError, TypeError, KeyError, RecursionError, BuildError) as exc:
             reason = run.reason or f"exit code {run.returncode}"
-            return Recording(error=f"the file could not be imported to record its load_inline calls ({reason})",
-                             output=run.output)
-        data = json.loads(out.read_text())
-        return Recording([InlineCall.from_json(c) for c in data["calls"]], data.get("error"), run.output)
+            return Recording(error=f"the file could not be imported to record its load_inline calls ({reason}; "
+                                   f"its recording is unreadable: {str(exc)[:300]})", output=run.output)
+    finally:
+        remove_tree(folder)
+
+
+RECORDING_LIMIT_BYTES = 64 << 20
+"""The most a recording (``calls.json``) may hold: the sources of every ``load_inline`` call."""
+
+
+def _read_recording(out: Path, output: str) -> Recording:
+    """The recording the recorder wrote to ``out``. The agent's file ran in that process and could have
+    written anything there (a link, a huge file, other JSON): it is read as a plain file of bounded size,
+    and every shape but the recorder's own raises."""
+    data = json.loads(read_regular(out, RECORDING_LIMIT_BYTES))
+    if not isinstance(data, dict) or set(data) != {"calls", "error"} or not isinstance(data["calls"], list):
+        raise ValueError("not a recording")
+    error = data["error"]
+    if error is not None and not isinstance(error, str):
+        raise ValueError("not a recording")
+    calls = []
+    for c in data["calls"]:
+        if not isinstance(c, dict):
+            raise ValueError("not a recording")
+        calls.append(InlineCall.from_json(c))
+    return Recording(calls, error, output)
 
 
 # -- 2. building --------------------------------------------------------------------------------
