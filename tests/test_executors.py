@@ -197,3 +197,32 @@ def test_vector_env_subprocesses_share_the_parents_pool(root: Path) -> None:
         shutdown_executors()
     assert shared.ADDRESS_ENV not in os.environ
     shutil.rmtree(root / "jobs", ignore_errors=True)
+
+
+def test_a_packed_job_carries_files_only_and_refuses_a_workspace_too_large(tmp_path: Path, monkeypatch) -> None:
+    """``JudgeJob.pack`` (the Ray executor's jobs) walks any depth, leaves links, FIFOs and ``__pycache__``
+    out, and refuses more bytes than a job carries as the agent's doing (``WorkspaceRefusedError``: a
+    submit's failed build), never as a configuration error."""
+    from cuda_gym.errors import WorkspaceRefusedError
+    from cuda_gym.executors import job as job_module
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY)
+    for _ in range(1200):  # deeper than Path.rglob could walk in Python 3.11
+        os.mkdir("d", dir_fd=fd)
+        fd, old = os.open("d", os.O_RDONLY, dir_fd=fd), fd
+        os.close(old)
+    os.close(os.open("x.py", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    os.close(fd)
+    (root / "model_new.py").write_text("ok\n")
+    (root / "link.py").symlink_to("/etc/hostname")
+    os.mkfifo(root / "fifo")
+    (root / "__pycache__").mkdir()
+    (root / "__pycache__" / "m.pyc").write_bytes(b"\0")
+    packed = JudgeJob(task="builtin/fused_bias_gelu", workspace=str(root)).pack()
+    names = [rel for rel, _ in packed.files]
+    assert names == sorted(["model_new.py", "/".join(["d"] * 1200) + "/x.py"]), names[:3]
+    monkeypatch.setattr(job_module, "PACK_LIMIT_BYTES", 2)
+    with pytest.raises(WorkspaceRefusedError, match="more than 2 bytes"):
+        JudgeJob(task="builtin/fused_bias_gelu", workspace=str(root)).pack()

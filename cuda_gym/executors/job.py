@@ -6,7 +6,8 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cuda_gym.errors import ConfigError
+from cuda_gym.build.files import read_regular, walk
+from cuda_gym.errors import ConfigError, UnreadableFileError, WorkspaceRefusedError
 from cuda_gym.judge.result import Mode
 from cuda_gym.tasks.task import Task
 
@@ -73,15 +74,19 @@ class JudgeJob:
         root = Path(self.workspace)
         files: list[tuple[str, bytes]] = []
         total = 0
-        for path in sorted(root.rglob("*")):
-            if path.is_symlink() or not path.is_file():
+        for entry in walk(root):  # any depth, links and special files left out, __pycache__ too
+            if entry.kind != "file":
                 continue
-            data = path.read_bytes()
+            try:
+                data = read_regular(root / entry.rel, PACK_LIMIT_BYTES - total)
+            except UnreadableFileError as exc:
+                if (root / entry.rel).is_file() and not (root / entry.rel).is_symlink():
+                    raise WorkspaceRefusedError(f"the workspace holds more than {PACK_LIMIT_BYTES} bytes of files, "
+                                                "more than a judge job carries: delete data files") from exc
+                continue  # gone or replaced meanwhile: the judge would not read it either
             total += len(data)
-            if total > PACK_LIMIT_BYTES:
-                raise ConfigError(f"workspace {root} holds more than {PACK_LIMIT_BYTES} bytes: remove data files")
-            files.append((str(path.relative_to(root)), data))
-        return replace(self, workspace=None, build_dir=None, files=tuple(files))
+            files.append((entry.rel, data))
+        return replace(self, workspace=None, build_dir=None, files=tuple(sorted(files)))
 
     def unpack(self, into: Path) -> JudgeJob:
         """A packed job's files written under ``into`` (a new folder): the job with ``workspace`` there."""

@@ -266,16 +266,20 @@ class ToolRunner:
 
     def _judge(self, mode: str) -> ToolOutcome:
         try:
-            state = self._sources_state()
+            return self._judge_workspace(mode)
         except WorkspaceRefusedError as exc:
             if mode != "submit":
                 raise
             # The agent's doing, so the agent's -1 (never a JudgeError): the final judgement of a workspace
-            # the build cannot take is a failed build, without asking the judge.
+            # the build or the judge cannot take (too many entries, a bad name, more bytes than an
+            # executor's job carries) is a failed build.
             result = JudgeResult(task_id=_task_id(self.workspace), mode="full", device="",
                                  compiled=False, compile_log=str(exc))
             return ToolOutcome(render_submit(result, self.reward), {**result.to_info(), "tool_ok": True},
                                submitted=True, judge_result=result)
+
+    def _judge_workspace(self, mode: str) -> ToolOutcome:
+        state = self._sources_state()
         if self._built_state is None or self._built_state != state:
             build = self._build(state)
             if not build.ok and mode != "submit":
