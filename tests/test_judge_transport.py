@@ -113,3 +113,43 @@ def test_the_prelude_slack_stays_below_two_context_switches(preludes: list[float
     got = prelude_bound(preludes, noop_work)
     assert got == pytest.approx(bound)
     assert got - sorted(preludes)[1] <= 0.29 * PRELUDE_SLACK_SWITCHES + 1e-12
+
+
+class _FailingMapDriver:
+    """The few CUDA driver calls ``PeerSegments._map`` makes, with ``cuMemMap`` refusing (a peer that
+    announced a segment larger than it shared): no GPU is needed to see what is given back."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def cuMemImportFromShareableHandle(self, handle, fd, kind) -> int:  # noqa: N802 - the driver API's names
+        handle._obj.value = 42
+        self.calls.append("import")
+        return 0
+
+    def cuMemAddressReserve(self, ptr, size, align, addr, flags) -> int:  # noqa: N802
+        ptr._obj.value = 1 << 40
+        self.calls.append("reserve")
+        return 0
+
+    def cuMemMap(self, *args) -> int:  # noqa: N802
+        self.calls.append("map")
+        return 1  # CUDA_ERROR_INVALID_VALUE
+
+    def cuMemAddressFree(self, ptr, size) -> int:  # noqa: N802
+        self.calls.append("free")
+        return 0
+
+    def cuMemRelease(self, handle) -> int:  # noqa: N802
+        self.calls.append(f"release {handle.value}")
+        return 0
+
+
+def test_a_segment_that_cannot_be_mapped_gives_back_what_was_taken() -> None:
+    from cuda_gym.errors import JudgeError
+
+    peer, _ = _peer(16)
+    peer.cu, peer.index, peer._maps = _FailingMapDriver(), 0, []
+    with pytest.raises(JudgeError, match="cuMemMap"):
+        peer._map(5, 1 << 21)
+    assert peer.cu.calls == ["import", "reserve", "map", "free", "release 42"] and peer._maps == []

@@ -629,15 +629,24 @@ class PeerSegments:
             cu.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd), 1), "cuMemImportFromShareableHandle"
         )
         ptr = ctypes.c_uint64()
-        _cu_check(
-            cu.cuMemAddressReserve(
-                ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(0), ctypes.c_uint64(0), ctypes.c_uint64(0)
-            ),
-            "cuMemAddressReserve",
-        )
-        _cu_check(cu.cuMemMap(ptr, ctypes.c_size_t(size), ctypes.c_size_t(0), handle, ctypes.c_uint64(0)), "cuMemMap")
-        acc = _Access(_Loc(1, self.index), 3)
-        _cu_check(cu.cuMemSetAccess(ptr, ctypes.c_size_t(size), ctypes.byref(acc), ctypes.c_size_t(1)), "cuMemSetAccess")
+        undo: list[Callable[[], Any]] = [lambda: cu.cuMemRelease(ctypes.c_uint64(handle.value))]
+        try:  # a size the peer lied about fails here: whatever was taken is given back (the peer's memory too)
+            _cu_check(
+                cu.cuMemAddressReserve(
+                    ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(0), ctypes.c_uint64(0), ctypes.c_uint64(0)
+                ),
+                "cuMemAddressReserve",
+            )
+            undo.append(lambda: cu.cuMemAddressFree(ctypes.c_uint64(ptr.value), ctypes.c_size_t(size)))
+            _cu_check(cu.cuMemMap(ptr, ctypes.c_size_t(size), ctypes.c_size_t(0), handle, ctypes.c_uint64(0)), "cuMemMap")
+            undo.append(lambda: cu.cuMemUnmap(ctypes.c_uint64(ptr.value), ctypes.c_size_t(size)))
+            acc = _Access(_Loc(1, self.index), 3)
+            _cu_check(cu.cuMemSetAccess(ptr, ctypes.c_size_t(size), ctypes.byref(acc), ctypes.c_size_t(1)),
+                      "cuMemSetAccess")
+        except BaseException:
+            for step in reversed(undo):
+                step()
+            raise
         holder = _CudaArray(ptr.value, size)
         self._maps.append((ptr.value, size, handle.value, holder))
         return torch.as_tensor(holder, device=self.device)
