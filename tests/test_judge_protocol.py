@@ -202,3 +202,31 @@ def test_a_spinning_read_blocks_after_its_spin_and_still_answers_at_once() -> No
     finally:
         mine.close()
         theirs.close()
+
+
+@pytest.mark.slow
+def test_a_cpu_call_is_timed_from_before_its_inputs_reach_the_arena(tmp_path) -> None:
+    """Nothing of a call's inputs exists where the server can see it before the driver's clock runs: the
+    copy into the shared arena is inside every window, the calibration's no-ops included (a server that
+    watched the arena computed half its output while a clock that started at the send was not running)."""
+    from pathlib import Path
+
+    from cuda_gym.judge.driver import ServerSession, ServerSpec
+
+    n = 32 * 2**20  # 128 MiB of float32: its copy takes several times a round trip of the protocol
+    src, dst = torch.ones(n), torch.zeros(n)
+    copies = []
+    for _ in range(9):
+        t = time.perf_counter()
+        dst.copy_(src)
+        copies.append((time.perf_counter() - t) * 1000.0)
+    copy_ms = sorted(copies)[4]
+    session = ServerSession(ServerSpec(device="cpu", job_dir=Path(tmp_path), cache_root=Path(tmp_path), writable=[tmp_path]))
+    try:
+        session.start(None)
+        session.calibrate(torch.empty(4), lambda: [torch.ones(n)], n * 4 + 2**20)
+        parts = sorted(p["to_server"] for p in session.noop_parts)
+    finally:
+        session.close()
+    assert session.overhead_ms > 0.8 * copy_ms, (session.overhead_ms, copy_ms)
+    assert parts[len(parts) // 2] > 0.8 * copy_ms, (parts, copy_ms)  # the copy lies before the server's first mark

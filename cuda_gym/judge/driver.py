@@ -436,12 +436,18 @@ class ServerSession:
         return result
 
     def _call_cpu(self, inputs: list[Any], call: Call, timeout_s: float) -> CallResult:
-        """CPU: the inputs go into the arena, the driver's clock runs from the send to the sample read."""
+        """CPU: the driver's clock runs from before the inputs go into the arena to the sample read.
+
+        The copy into the arena is inside the window: the server maps the arena, and a server whose main
+        thread watched it between calls computed each page of the output as soon as its inputs landed there,
+        so that up to half of the work was done before a clock that started at the send (red team 3, r02:
+        reward 2 for a kernel whose honest twin scored 1). Now nothing of a call's inputs exists before the
+        clock runs; the copy is in the calibration's no-ops too, so its time is subtracted as overhead."""
         assert self.channel is not None
-        values = self._arena_inputs(inputs)
-        payload = encode(replace(call, inputs=tuple(values)))  # before the window: only the send itself is timed
         draws = self._draw_positions()
         t0 = time.perf_counter()
+        values = self._arena_inputs(inputs)
+        payload = encode(replace(call, inputs=tuple(values)))
         try:
             self.channel.send(payload)
             reply, rfds = self.channel.recv(Reply, timeout_s, self._alive)
