@@ -205,6 +205,7 @@ def test_a_packed_job_carries_files_only_and_refuses_a_workspace_too_large(tmp_p
     submit's failed build), never as a configuration error."""
     from cuda_gym.errors import WorkspaceRefusedError
     from cuda_gym.executors import job as job_module
+    from cuda_gym.trees import remove_tree
 
     root = tmp_path / "ws"
     root.mkdir()
@@ -220,9 +221,12 @@ def test_a_packed_job_carries_files_only_and_refuses_a_workspace_too_large(tmp_p
     os.mkfifo(root / "fifo")
     (root / "__pycache__").mkdir()
     (root / "__pycache__" / "m.pyc").write_bytes(b"\0")
-    packed = JudgeJob(task="builtin/fused_bias_gelu", workspace=str(root)).pack()
-    names = [rel for rel, _ in packed.files]
-    assert names == sorted(["model_new.py", "/".join(["d"] * 1200) + "/x.py"]), names[:3]
-    monkeypatch.setattr(job_module, "PACK_LIMIT_BYTES", 2)
-    with pytest.raises(WorkspaceRefusedError, match="more than 2 bytes"):
-        JudgeJob(task="builtin/fused_bias_gelu", workspace=str(root)).pack()
+    try:
+        packed = JudgeJob(task="builtin/fused_bias_gelu", workspace=str(root)).pack()
+        names = [rel for rel, _ in packed.files]
+        assert names == sorted(["model_new.py", "/".join(["d"] * 1200) + "/x.py"]), names[:3]
+        monkeypatch.setattr(job_module, "PACK_LIMIT_BYTES", 2)
+        with pytest.raises(WorkspaceRefusedError, match="more than 2 bytes"):
+            JudgeJob(task="builtin/fused_bias_gelu", workspace=str(root)).pack()
+    finally:
+        remove_tree(root)  # pytest's own clean-up of old temp folders uses shutil.rmtree
