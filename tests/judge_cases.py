@@ -84,6 +84,11 @@ DEEP_FOLDERS = cpu_solution(
 )
 """Leaves a chain of 3000 folders in the server's writable folder (its first call; later ones fail, which
 does not matter): Python 3.11's ``shutil.rmtree`` raised ``RecursionError`` removing it (red team 3)."""
+MANY_FILES = cpu_solution(
+    "        import os\n        for i in range(30000):\n            os.mkdir(f'd{i}')\n"
+    "        return ext.fused_bias_gelu(x, self.bias, 1.0)",
+)
+"""Fills the server's writable folder with 30,000 folders (its first call): past the server's entries bound."""
 NO_MODEL = CPU_EXTENSION + "\nclass Something:\n    pass\n"
 SYNTAX_ERROR = "import torch\nclass ModelNew(torch.nn.Module:\n    pass\n"
 

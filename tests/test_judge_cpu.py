@@ -246,6 +246,17 @@ def test_a_folder_chain_left_by_the_server_is_removed_with_its_job(tmp_path: Pat
     assert not any((tmp_path / "jobs").iterdir()), list((tmp_path / "jobs").iterdir())
 
 
+def test_a_server_that_fills_its_folder_is_stopped_at_its_entries_bound(tmp_path: Path, task) -> None:
+    """Every entry a server makes is walked by the driver's side about every second: a candidate server
+    may keep ``SERVER_ENTRIES`` (a million empty folders held a judge lane for minutes)."""
+    cfg = JudgeConfig(device="cpu", cache_judgements=False, static_rules=False, cache_dir=tmp_path / "cache",
+                      work_dir=tmp_path / "jobs")
+    with Judge(cfg) as j:
+        res = j.evaluate(task, solution=cases.MANY_FILES, mode="verify")
+    assert res.compiled and not res.correct and "entries" in res.error, res.to_json()
+    assert not any((tmp_path / "jobs").iterdir())
+
+
 def test_import_errors_are_compile_failures(judge: Judge, task) -> None:
     res = judge.evaluate(task, solution=cases.SYNTAX_ERROR, mode="verify")
     assert not res.compiled and "SyntaxError" in res.compile_log

@@ -373,13 +373,17 @@ class ServerSession:
 
     def killed_by_limit(self) -> bool:
         """Whether the sandbox ended the server at one of its limits."""
+        return bool(self._limit_reason())
+
+    def _limit_reason(self) -> str:
+        """Which of its limits the sandbox ended the server at ('' while it runs, or when it ended otherwise)."""
         if self.proc is None or self.proc.poll() is None:
-            return False
+            return ""
         try:
             res = self.proc.result()
         except SandboxError:
-            return False
-        return bool(res.timed_out or res.reason)
+            return ""
+        return res.reason or ("its wall-time limit" if res.timed_out else "")
 
     # ------------------------------------------------------------------ one call
 
@@ -870,12 +874,17 @@ class ServerSession:
                 pass
         code = self.proc.poll() if self.proc is not None else None
         tail = self.output()[-3000:]
+        limit = self._limit_reason()
         why = (
             "it never finished (killed at the per-call time bound)"
             if timeout
             else (
-                f"the server process died ({reason}; exit status {code}): "
-                "it crashed (e.g. a segfault, abort, CUDA fault or os._exit)"
+                f"the sandbox stopped the server: {limit}"
+                if limit
+                else (
+                    f"the server process died ({reason}; exit status {code}): "
+                    "it crashed (e.g. a segfault, abort, CUDA fault or os._exit)"
+                )
             )
         )
         self.dead = f"{why}. Output:\n{tail}" if tail.strip() else why

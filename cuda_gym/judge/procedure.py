@@ -66,6 +66,9 @@ class PreparedTask(Protocol):
     low_variance: str | None
 
 
+SERVER_ENTRIES = 10_000
+"""Files, folders and links a candidate (or eager reference) server may leave in its writable folder."""
+
 class Driver:
     """The driver's state shared by evaluations: device, caches, the exportable input pool (GPU)."""
 
@@ -202,6 +205,11 @@ class Driver:
             file_bytes=max(4 * 2**30, 4 * task.facts.output_bytes),
             processes=4096,
             nice=0,  # timed: every other sandbox (builds, recordings, agent commands) runs at 19
+            # A server writes nothing a judgement needs (its extension is prebuilt): a small folder. Every
+            # entry it makes is walked about every second and at its end, and removed after, by the driver's
+            # side; a million empty folders held a judge lane for minutes (red team 3). The compile servers'
+            # shared inductor cache (``writable``) grows with the tasks: the sandbox's default bound.
+            **({} if writable else {"entries": SERVER_ENTRIES}),
         )
         # The job dir stays invisible but for what the server reads; its only writable folder is the
         # private torch-extensions folder of this evaluation (nothing another evaluation reads).
