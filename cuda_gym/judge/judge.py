@@ -349,6 +349,12 @@ class Judge:
             # A rule already broken scores -1 whatever the speed: the correctness trials still run (the
             # agent's feedback), the timed calls and the baselines do not (device time for nothing).
             mode = "verify"
+        baselines = None
+        cached = self.config.use_cache and self._baseline_complete(self.baseline_cache.get(self._baseline_path(task, facts)))
+        if mode != "verify" and not cached:
+            # Measured before any of the candidate's code runs on the device: a candidate timed first could
+            # leave the GPU hot (clocks down) for the baselines that every later speedup of the task divides.
+            baselines = self._baselines(task, facts)
         report = self._evaluate(task, sub, mode, job_dir, job.module_path, job.inline)
         result.fingerprint["sandbox"] = report.sandbox
         if sub.kind == "single" and report.import_failed:
@@ -359,7 +365,7 @@ class Judge:
         self._record(report, result)
         if report.error or mode == "verify":
             return report
-        self._judge_speed(task, facts, result)
+        self._judge_speed(task, facts, result, baselines)
         if mode == "profile":
             result.profile = _kernels(report.profile)[:15]
             if result.correct:
@@ -522,11 +528,13 @@ class Judge:
             )
             result.timed_seconds = sum(report.raw_ms) / 1000.0
 
-    def _judge_speed(self, task: Task, facts: TaskFacts, result: JudgeResult) -> None:
-        """Baselines, noise and the plausibility bounds of a correct, timed result."""
+    def _judge_speed(self, task: Task, facts: TaskFacts, result: JudgeResult,
+                     baselines: tuple[Timing | None, Timing | None, str] | None = None) -> None:
+        """Baselines (``baselines`` when they were measured before the candidate), noise and the plausibility
+        bounds of a correct, timed result."""
         if result.candidate is None or not result.correct:
             return
-        result.eager, result.compile, compile_error = self._baselines(task, facts)
+        result.eager, result.compile, compile_error = baselines or self._baselines(task, facts)
         if compile_error:
             result.fingerprint["compile_error"] = compile_error[:300]
         result.noise = noise_note(result, self.config.noise_iqr)
