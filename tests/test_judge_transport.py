@@ -153,3 +153,19 @@ def test_a_segment_that_cannot_be_mapped_gives_back_what_was_taken() -> None:
     with pytest.raises(JudgeError, match="cuMemMap"):
         peer._map(5, 1 << 21)
     assert peer.cu.calls == ["import", "reserve", "map", "free", "release 42"] and peer._maps == []
+
+
+def test_a_refused_segment_closes_every_descriptor_of_its_answer() -> None:
+    """An answer whose first segment is refused still closes the fds of the others (each may keep the
+    peer's GPU memory alive in the long-lived driver)."""
+    import os
+
+    from cuda_gym.judge.messages import Segment
+
+    peer, _ = _peer(16)
+    fds = [os.memfd_create(f"seg{i}") for i in range(4)]
+    with pytest.raises(ProtocolError, match="bad size"):
+        peer.attach([Segment(9000, 0), *(Segment(9001 + i, 4096) for i in range(3))], fds)
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)

@@ -614,13 +614,13 @@ class PeerSegments:
         if len(segments) != len(fds):
             close_fds(fds)
             raise ProtocolError(f"{len(segments)} segments announced with {len(fds)} file descriptors")
-        for seg, fd in zip(segments, fds):
-            try:
+        try:
+            for seg, fd in zip(segments, fds):
                 if seg.id in self.mapped or seg.size <= 0 or seg.size > 1 << 40:
                     raise ProtocolError(f"segment {seg.id} announced twice or with a bad size")
                 self.mapped[seg.id] = self._map(fd, seg.size)
-            finally:
-                os.close(fd)
+        finally:  # every fd of the message, also those after a segment that failed (each may hold GPU memory)
+            close_fds(fds)
 
     def _map(self, fd: int, size: int) -> torch.Tensor:
         cu = self.cu
