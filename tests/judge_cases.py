@@ -89,6 +89,11 @@ MANY_FILES = cpu_solution(
     "        return ext.fused_bias_gelu(x, self.bias, 1.0)",
 )
 """Fills the server's writable folder with 30,000 folders (its first call): past the server's entries bound."""
+MANY_OUTPUTS = cpu_solution(
+    "        out = ext.fused_bias_gelu(x, self.bias, 1.0)\n        return tuple(out[i:i + 1, :1] for i in range(64))",
+)
+"""Answers 64 one-element tensors where the reference returns one (a hostile answer of 80,000 would make the
+driver pin and read each)."""
 NO_MODEL = CPU_EXTENSION + "\nclass Something:\n    pass\n"
 SYNTAX_ERROR = "import torch\nclass ModelNew(torch.nn.Module:\n    pass\n"
 

@@ -272,6 +272,12 @@ def test_baselines_are_measured_before_the_candidate_runs(tmp_path: Path, task) 
     assert honest.passed and honest.eager is not None and honest.eager.source == "cache", honest.to_json()
 
 
+def test_an_answer_with_more_tensors_than_the_reference_is_refused_unread(judge: Judge, task) -> None:
+    res = judge.evaluate(task, solution=cases.MANY_OUTPUTS, mode="verify")
+    assert res.compiled and not res.correct, res.to_json()
+    assert "forward returned 64 tensors where the reference returns 1" in res.error, res.error
+
+
 def test_import_errors_are_compile_failures(judge: Judge, task) -> None:
     res = judge.evaluate(task, solution=cases.SYNTAX_ERROR, mode="verify")
     assert not res.compiled and "SyntaxError" in res.compile_log

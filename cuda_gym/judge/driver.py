@@ -704,6 +704,8 @@ class ServerSession:
         if reply.outputs is None:
             raise ProtocolError("an answer without outputs and without an error")
         leaves = tensor_leaves(reply.outputs)
+        if len(leaves) != self.output_leaves:  # before any is mapped, pinned or read: 80,000 would cost seconds
+            raise ProtocolError(f"forward returned {len(leaves)} tensors where the reference returns {self.output_leaves}")
         remaining = self.output_limit
         for ref in leaves:
             remaining -= check_output_ref(ref, remaining)
