@@ -157,6 +157,13 @@ class ModelNew(nn.Module):
 CUDA_OK = CUDA_HONEST + "\nSCALE = 1.0\nOFFSET = 0\n"
 CUDA_WRONG = CUDA_HONEST + "\nSCALE = 1.5\nOFFSET = 0\n"
 CUDA_ILLEGAL_ADDRESS = CUDA_HONEST + "\nSCALE = 1.0\nOFFSET = 1 << 40\n"
+CUDA_HOGS_MEMORY = CUDA_OK.replace(
+    "        self.bias = nn.Parameter(torch.randn(features))",
+    "        self.bias = nn.Parameter(torch.randn(features))\n"
+    "        free, _ = torch.cuda.mem_get_info()\n"
+    "        self.hog = torch.empty(max(free - (5 << 30), 1), dtype=torch.uint8, device='cuda')  # all but 5 GiB",
+)
+"""Holds all of the GPU's free memory but 5 GiB, enough for its own outputs, not for the driver beside it."""
 
 TORCH_FALLBACK = '''
 import torch

@@ -146,8 +146,18 @@ class Driver:
             if not out.get("error"):
                 out["stage"] = "done"
             return self._report(out, session, started)
+        except torch.OutOfMemoryError as exc:
+            if not self.cuda or out["stage"] == "start":
+                raise  # before the submission's code ran: the task's or the judge's own failure
+            # GPU memory is no sandbox limit: a server that holds it all makes the driver's next allocation
+            # fail. The task ran here alone when it was prepared, so the submission's server is the cause.
+            out["error"] = (f"{out['stage']}: the GPU ran out of memory while the submission's server held GPU memory "
+                            f"(the judge needs room beside it for the reference's inputs, outputs and checks): {exc}")
+            return self._report(out, session, started)
         finally:
             session.close()
+            if out.get("error", "").startswith(f"{out['stage']}: the GPU ran out of memory"):
+                torch.cuda.empty_cache()  # the blocks cached around the failure go back, with the server's memory
 
     def time_baseline(self, task: PreparedTask, req: TimeBaseline) -> BaselineReport:
         """Time the reference through the protocol (a server of kind ``reference`` or ``compile``)."""
