@@ -109,6 +109,9 @@ softmax: 0.127 ms median in one server against 0.101 ms in its no-ops, 2026-12-0
 slack, it moved that server's median by 5%) while release to done moved by 0.5%. Work of the server's
 context cannot run inside the prelude without two switches, which the cap keeps three times longer than
 the slack: such work always shows, less at most the slack."""
+GATE_WORD = 0
+"""The word of the driver's private gate (``ServerSession.gate``) that a window's stream waits on."""
+
 ARM_WAIT_S = 0.5
 """GPU: how long the driver waits for the answer of an enqueued call before it releases the call anyway (a
 ``forward`` that synchronizes blocks until the release). After two such calls in a row the session's calls
@@ -210,6 +213,11 @@ class ServerSession:
         self.flags_tensor: torch.Tensor | None = None
         """GPU: the session's release and done words, in the driver's pool (shared with the server)."""
         self.flags: StreamFlags | None = None
+        self.gate_tensor: torch.Tensor | None = None
+        self.gate: StreamFlags | None = None
+        """GPU: the word each window's stream waits on until the window is all queued, in the driver's own
+        memory (``GATE_WORD``), opened from ``gate_stream``."""
+        self.gate_stream: torch.cuda.Stream | None = None
         self.timing_stream: torch.cuda.Stream | None = None
         """GPU: the driver's stream that copies the inputs, releases, waits and samples between its events."""
         self.prelude_bound_ms = math.inf
@@ -272,6 +280,10 @@ class ServerSession:
             assert self.segments is not None
             with self.segments.use():
                 self.flags_tensor = torch.zeros(FLAG_WORDS, dtype=torch.int32, device=self.spec.device)
+            # The gate of each window, in the driver's own memory (no server maps it): see _call_gpu
+            self.gate_tensor = torch.zeros(1, dtype=torch.int32, device=self.spec.device)
+            self.gate = StreamFlags(self.gate_tensor.data_ptr())
+            self.gate_stream = torch.cuda.Stream(self.spec.device)
             torch.cuda.synchronize(self.spec.device)  # zero before the server maps it: no stale release
             flags_ref, seg, fd = self.segments.ref_of(self.flags_tensor, self.sent_segments)
             if seg is not None:
@@ -493,6 +505,7 @@ class ServerSession:
         (a first call's one-time work, a profiled call, or a session whose calls synchronize before they
         are enqueued); the samples are then read once the answer came, the wait for it counted."""
         assert self.channel is not None and self.flags is not None and self.timing_stream is not None
+        assert self.gate is not None and self.gate_stream is not None
         values, copies, segs, fds = self._stage_inputs(inputs)
         payload = encode(replace(call, inputs=tuple(values), segments=tuple(segs)))
         draws = self._draw_positions()
@@ -517,6 +530,11 @@ class ServerSession:
             # the inputs were made on the driver's current stream: the copies must not start before them
             stream.wait_stream(torch.cuda.current_stream(self.spec.device))
             with torch.cuda.stream(stream):
+                # The whole window waits behind a gate that opens once it is all queued: launched one by one,
+                # the driver's context ran dry between its own launches (the copy ended before the flush was
+                # launched), and the GPU switched to the server's context, whose work on inputs that had
+                # landed then went uncounted within the prelude's slack (red team 3, F1).
+                self.gate.wait(stream.cuda_stream, GATE_WORD, call.seq)
                 events[0].record()
                 for copy in copies:  # prepared before: no Python of the driver's between the launches
                     copy()
@@ -527,14 +545,19 @@ class ServerSession:
                 self.flags.wait(stream.cuda_stream, DONE_WORD, call.seq, equal=True)
                 enqueued = True
                 events[3].record()
-                if reply is None:
+                if reply is not None:
+                    samples = self._read_probes(probes)  # behind the done word
+                    events[4].record()
+                    recorded = True
+                self.gate.write(self.gate_stream.cuda_stream, GATE_WORD, call.seq)
+                if reply is None:  # released at once: the answer comes when the server's enqueue returns
                     reply, self._pending_fds = self.channel.recv(
                         Reply, max(0.0, deadline - time.perf_counter()), self._alive
                     )
                     failure, probes = self._gpu_probes(reply, draws)
-                samples = self._read_probes(probes)  # behind the done word
-                events[4].record()
-                recorded = True
+                    samples = self._read_probes(probes)  # behind the done word
+                    events[4].record()
+                    recorded = True
             in_time = self._wait_event(events[4], deadline, self.channel.readable)
         except PeerGone as exc:
             result = self._gone(exc)
@@ -774,10 +797,11 @@ class ServerSession:
         """Unblock the timing stream waiting for a done word that never came (a hung or lying server, killed
         before this): the driver writes the word itself from a stream of its own, again each second, until
         ``event`` (the window's last) completed. ``JudgeError`` if the stream stays blocked for 10 s."""
-        assert self.flags is not None
+        assert self.flags is not None and self.gate is not None
         rescue = torch.cuda.Stream(self.spec.device, priority=-1)
         until = time.perf_counter() + 10.0
         while True:
+            self.gate.write(rescue.cuda_stream, GATE_WORD, seq)  # a window left queued behind its closed gate
             self.flags.write(rescue.cuda_stream, DONE_WORD, seq)
             if event is None:
                 rescue.synchronize()
