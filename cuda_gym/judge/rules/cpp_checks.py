@@ -72,6 +72,15 @@ PATTERNS: tuple[_Pattern, ...] = (
         r"cudaSetDeviceFlags|cudaDeviceScheduleSpin|cudaStreamNonBlocking|cuStreamCreate\w*|cuGraph\w+|"
         r"cuLaunchHostFunc|cudaMallocManaged|cudaLaunchCooperativeKernelMultiDevice|cuda::std::thread)\b"),
         "{name} can run work outside the timed stream; use the current stream only."),
+    _Pattern("stream", re.compile(
+        r"\b(cuStreamWaitValue\w*|cuStreamWriteValue\w*|cuStreamBatchMemOp\w*|cudaGetDriverEntryPoint\w*|"
+        r"cuGetProcAddress\w*)\b"),
+        "{name}: stream memory operations are the judge's own release and done signals, and functions resolved "
+        "by name are hidden from these rules (red team 3); not allowed."),
+    _Pattern("stream", re.compile(
+        r"\b(cudaDeviceEnablePeerAccess|cuCtxEnablePeerAccess|cudaMemcpyPeer\w*|cuMemcpyPeer\w*|cuMemSetAccess|"
+        r"cuMemImportFromShareableHandle|cuMemExportToShareableHandle|cudaIpc\w+|cuIpc\w+)\b"),
+        "{name} reaches memory or GPUs beyond the call's own device and inputs; not allowed."),
     _Pattern("thread", re.compile(
         r"\b(?:(std\s*::\s*(?:thread|jthread|async|packaged_task)|tbb\s*::|boost\s*::\s*thread)\b|"
         r"(pthread_\w+)\s*\()"), "{name}: host threads are not allowed."),
