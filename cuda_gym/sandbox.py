@@ -108,7 +108,8 @@ class Limits:
     nice-19 spinner took half a CPU from a nice-0 one (red team 3). A sandbox with a niceness above 0 is
     therefore also put in a ``cpu`` cgroup of the weight that niceness has (``cpu.shares`` 15 of 1024 for
     19 on cgroup v1, ``cpu.weight`` 1 of 100 on v2), where one can be made; ``cpu_weight_applies()`` says
-    whether it can here."""
+    whether it can here. Elsewhere the niceness is also written to the session's group
+    (``/proc/self/autogroup``)."""
     entries: int | None = 1_000_000
     """Files, folders and links the writable paths may hold together (links not followed): checked with
     ``disk_bytes``, about every second while the command runs and when it ends; ``reason`` says so. Empty
@@ -862,8 +863,13 @@ class Sandbox:
         else:
             limit_argv = []
             preexec = functools.partial(_apply_rlimits, rl)
+        # Without a cpu cgroup, the niceness also goes to the session's scheduling group (autogroup): the
+        # sandbox is a session of its own (bwrap's payload a second one inside), where a niceness alone
+        # counts only against the session's own processes.
+        group_nice = [] if limits.nice <= 0 or cgroups.has("cpu") else [
+            "/bin/sh", "-c", f'echo {int(limits.nice)} > /proc/self/autogroup 2>/dev/null; exec "$@"', "sandbox-nice"]
         if self.mode == "bwrap":
-            argv = [*self._bwrap_args(limits), "--chdir", str(cwd), "--", *limit_argv, *inner]
+            argv = [*self._bwrap_args(limits), "--chdir", str(cwd), "--", *group_nice, *limit_argv, *inner]
         elif self.mode == "unshare":
             assert host_tmp is not None
             argv = [*self._unshare_args(host_tmp, cwd, limits), *limit_argv, *inner]
@@ -875,6 +881,8 @@ class Sandbox:
             argv = [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
         if limits.nice and _NICE:
             argv = [_NICE, "-n", str(limits.nice), *argv]
+        if self.mode != "bwrap":
+            argv = [*group_nice, *argv]
         files = cgroups.procs_files
         if files:
             join = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done'

@@ -52,3 +52,22 @@ def test_a_nice_sandbox_yields_the_cpu_to_a_timed_one(box: Path) -> None:
     high.wait()
     got = {name: float(proc.result().output.split("cpu")[-1]) for name, proc in (("low", low), ("high", high))}
     assert got["low"] < 0.25 * got["high"], got
+
+
+@pytest.mark.parametrize("mode", ["unshare", "limits"])
+def test_without_a_cpu_cgroup_the_sessions_group_gets_the_niceness(box: Path, mode: str, monkeypatch) -> None:
+    """Where no cpu cgroup can be made (the lent GPU machines), the sandbox's session group (autogroup) is
+    given its niceness: the nice-19 spinner still yields to the nice-0 one."""
+    from cuda_gym import sandbox as sandbox_module
+
+    if mode not in sandbox_module.available_modes():
+        pytest.skip(f"{mode} mode does not work here")
+    real = sandbox_module._cgroup_parent
+    monkeypatch.setattr(sandbox_module, "_cgroup_parent", lambda c: None if c == "cpu" else real(c))
+    sandbox = Sandbox(writable=[box], mode=mode)
+    low = sandbox.start(["python3", "-c", SPIN], cwd=box, limits=Limits(wall_s=30, nice=19))
+    high = sandbox.start(["python3", "-c", SPIN], cwd=box, limits=Limits(wall_s=30, nice=0))
+    low.wait()
+    high.wait()
+    got = {name: float(proc.result().output.split("cpu")[-1]) for name, proc in (("low", low), ("high", high))}
+    assert got["low"] < 0.25 * got["high"], got
