@@ -328,10 +328,10 @@ def cpu_weight_applies() -> bool:
 
 @functools.cache
 def _warn_nice_unenforced() -> None:
-    logger.warning("no writable cpu cgroup here: a sandbox's niceness counts only inside its own session's "
-                   "scheduling group where the kernel groups sessions (kernel.sched_autogroup_enabled), so builds "
-                   "and agent commands compete with the judge's timed servers as equals. Give the container a "
-                   "writable cpu cgroup (see docs/sandbox.md).")
+    logger.warning("no writable cpu cgroup here: a sandbox's niceness is given to its session's scheduling group "
+                   "(/proc/self/autogroup) instead, which a command that starts a session of its own escapes (and "
+                   "which bwrap mode sets at most once a second), so builds and agent commands may compete with the "
+                   "judge's timed servers. Give the container a writable cpu cgroup (see docs/sandbox.md).")
 
 
 def _pids_cgroup_parent() -> Path | None:
