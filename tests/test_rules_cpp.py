@@ -43,6 +43,12 @@ def test_strip_cpp_keeps_lines() -> None:
         ("cudaMemcpyPeerAsync(d, 1, s, 0, n, st);", "stream"),
         ("cuMemSetAccess(ptr, size, &desc, 1);", "stream"),
         ("cudaIpcOpenMemHandle(&p, h, 0);", "stream"),
+        ("c10::cuda::DriverAPI::get()->cuMemSetAccess_(p, n, &d, 1);", "stream"),
+        ("cuMemImportFromShareableHandle_v2(&h, fd, t);", "stream"),
+        ("cudaMemcpy3DPeerAsync(&p, s);", "stream"),
+        ("cuGreenCtxStreamCreate(&s, g, 0, 0);", "stream"),
+        ("cudaGetExportTable(&t, &id);", "stream"),
+        ("cudaGetDriverEntryPoint(NAME, &fn, 0, &q);", "stream"),
         ("std::thread t(fn); t.detach();", "thread"),
         ("auto f = std::async(fn);", "thread"),
         ("pthread_create(&t, nullptr, fn, nullptr);", "thread"),
@@ -77,6 +83,16 @@ def test_cpp_file_level_rules(tmp_path: Path) -> None:
     (ws / "kernels" / "a.cu").write_text('#include "../binding_registry.h"\n#include "../model.py"\n')
     found = check_submission(ws)
     assert [(v.rule, v.line) for v in found] == [("include", 2)]
+
+
+def test_tma_descriptor_encoders_may_be_resolved_by_name() -> None:
+    """Hopper TMA kernels resolve cuTensorMapEncodeTiled through the runtime (no libcuda is linked): a string
+    literal naming a TMA encoder is allowed; any other name, or a name that is not a literal, is not."""
+    ok = 'void f() { void* fn; cudaDriverEntryPointQueryResult q; cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, 0, &q); }'
+    assert "stream" not in cpp_rules(ok)
+    assert "stream" in cpp_rules(ok.replace("cuTensorMapEncodeTiled", "cuCtxSetLimit"))
+    assert "stream" in cpp_rules(ok.replace("cudaGetDriverEntryPoint", "cuGetProcAddress"
+                                            ).replace("cuTensorMapEncodeTiled", "cuStreamWaitValue32"))
 
 
 def test_cpp_allowed_patterns() -> None:

@@ -73,13 +73,13 @@ PATTERNS: tuple[_Pattern, ...] = (
         r"cuLaunchHostFunc|cudaMallocManaged|cudaLaunchCooperativeKernelMultiDevice|cuda::std::thread)\b"),
         "{name} can run work outside the timed stream; use the current stream only."),
     _Pattern("stream", re.compile(
-        r"\b(cuStreamWaitValue\w*|cuStreamWriteValue\w*|cuStreamBatchMemOp\w*|cudaGetDriverEntryPoint\w*|"
-        r"cuGetProcAddress\w*)\b"),
-        "{name}: stream memory operations are the judge's own release and done signals, and functions resolved "
-        "by name are hidden from these rules (red team 3); not allowed."),
+        r"\b(cuStreamWaitValue\w*|cuStreamWriteValue\w*|cuStreamBatchMemOp\w*|\w*GetExportTable\w*|DriverAPI|"
+        r"driver_api\.h|cuGreenCtx\w*|cuCtxSetCurrent\w*|cuCtxCreate\w*|cuCtxPushCurrent\w*|cuDevicePrimaryCtx\w*)\b"),
+        "{name}: stream memory operations are the judge's own release and done signals, and driver tables or "
+        "contexts of one's own are hidden from these rules (red team 3); not allowed."),
     _Pattern("stream", re.compile(
-        r"\b(cudaDeviceEnablePeerAccess|cuCtxEnablePeerAccess|cudaMemcpyPeer\w*|cuMemcpyPeer\w*|cuMemSetAccess|"
-        r"cuMemImportFromShareableHandle|cuMemExportToShareableHandle|cudaIpc\w+|cuIpc\w+)\b"),
+        r"\b(cudaDeviceEnablePeerAccess\w*|cuCtxEnablePeerAccess\w*|cudaMemcpy(?:3D)?Peer\w*|cuMemcpy(?:3D)?Peer\w*|"
+        r"cuMemSetAccess\w*|cuMemImportFromShareableHandle\w*|cuMemExportToShareableHandle\w*|cudaIpc\w+|cuIpc\w+)\b"),
         "{name} reaches memory or GPUs beyond the call's own device and inputs; not allowed."),
     _Pattern("thread", re.compile(
         r"\b(?:(std\s*::\s*(?:thread|jthread|async|packaged_task)|tbb\s*::|boost\s*::\s*thread)\b|"
@@ -169,6 +169,7 @@ def check_cpp(
     _check_aten(code, spans, device_code, config, add)
     _check_libraries(code, config, add)
     _check_patterns(code, config, add)
+    _check_entry_points(nc, code, add)
     _check_pybind(code, add)
     _check_memoisation(code, spans, add)
     return found
@@ -198,6 +199,24 @@ def _check_directives(nc: str, code: str, file: str, root: Path | None, config: 
                 "(a macro argument, a raw or prefixed string) hides a pragma; write #pragma lines.")
         else:  # destringize as the compiler does: \" -> ", \\ -> \
             _check_pragma(re.sub(r'\\(["\\])', r"\1", operand.group(1)).strip(), m.start(), config, add)
+
+
+_ENTRY_POINT = re.compile(r"\b(cudaGetDriverEntryPoint\w*|cuGetProcAddress\w*)\b")
+_ENTRY_POINTS_ALLOWED = re.compile(r"cuTensorMap(?:EncodeTiled|EncodeIm2col\w*|EncodeIm2colWide|ReplaceAddress)")
+"""Driver functions a kernel may resolve by name: the TMA descriptor encoders of Hopper kernels (the build
+links no ``libcuda``, so this lookup is their only way in)."""
+
+
+def _check_entry_points(nc: str, code: str, add: _Add) -> None:
+    """A driver function resolved by name is hidden from every name rule (``cuStreamWaitValue32``,
+    ``cuCtxSetLimit``...): allowed only with a plain string literal naming an allowed function, read from
+    the text with strings intact (red team 3)."""
+    for m in _ENTRY_POINT.finditer(code):
+        operand = re.match(r'\s*\(\s*"(\w+)"\s*,', nc[m.end():])
+        if operand is None or not _ENTRY_POINTS_ALLOWED.fullmatch(operand.group(1)):
+            named = f' ("{operand.group(1)}")' if operand else ""
+            add("stream", m.start(), f"{m.group(1)}{named} resolves a driver function by name, hidden from these "
+                "rules; only the TMA encoders (cuTensorMapEncodeTiled...) named by a string literal are allowed.")
 
 
 def _check_include(directive: str, rest: str, pos: int, file: str, root: Path | None, config: RuleConfig,
