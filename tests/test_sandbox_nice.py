@@ -11,9 +11,23 @@ from cuda_gym.sandbox import Limits, Sandbox, cpu_weight, cpu_weight_applies
 
 NICE = "import os; print('nice', os.nice(0))"
 
-SPIN = ("import os, time\nos.sched_setaffinity(0, {0})\nend = time.monotonic() + 2.0\n"
-        "while time.monotonic() < end:\n    pass\nprint('cpu', time.process_time())")
-"""Spin on CPU 0 for 2 s of wall time; print the CPU time it got."""
+SPIN = ("import os, sys, time\nos.sched_setaffinity(0, {0})\nstart = float(sys.argv[1])\n"
+        "while time.time() < start:\n    time.sleep(0.005)\ncpu0 = time.process_time()\nend = start + 2.0\n"
+        "while time.time() < end:\n    pass\nprint('cpu', time.process_time() - cpu0)")
+"""From the wall-clock time ``argv[1]`` (both spinners start together, whenever their sandboxes came up), spin
+on CPU 0 for 2 s; print the CPU time it got meanwhile."""
+
+
+def _spin_pair(sandbox: Sandbox, box: Path) -> dict[str, float]:
+    """CPU seconds a nice-19 and a nice-0 spinner, each in a sandbox of its own, got on one CPU in 2 s."""
+    import time
+
+    start = str(time.time() + 3.0)
+    low = sandbox.start(["python3", "-c", SPIN, start], cwd=box, limits=Limits(wall_s=30, nice=19))
+    high = sandbox.start(["python3", "-c", SPIN, start], cwd=box, limits=Limits(wall_s=30, nice=0))
+    low.wait()
+    high.wait()
+    return {name: float(proc.result().output.split("cpu")[-1]) for name, proc in (("low", low), ("high", high))}
 
 
 def test_sandboxed_commands_run_at_nice_19_unless_told(box: Path) -> None:
@@ -45,12 +59,7 @@ def test_a_nice_sandbox_yields_the_cpu_to_a_timed_one(box: Path) -> None:
     """Two spinners on one CPU, each in a sandbox (a session of its own): the nice-19 one (a build, an agent
     command) gets a small share against the nice-0 one (a timed server), not the half that a niceness alone
     gives it where the kernel groups sessions (autogroup)."""
-    sandbox = Sandbox(writable=[box])
-    low = sandbox.start(["python3", "-c", SPIN], cwd=box, limits=Limits(wall_s=30, nice=19))
-    high = sandbox.start(["python3", "-c", SPIN], cwd=box, limits=Limits(wall_s=30, nice=0))
-    low.wait()
-    high.wait()
-    got = {name: float(proc.result().output.split("cpu")[-1]) for name, proc in (("low", low), ("high", high))}
+    got = _spin_pair(Sandbox(writable=[box]), box)
     assert got["low"] < 0.25 * got["high"], got
 
 
@@ -64,10 +73,5 @@ def test_without_a_cpu_cgroup_the_sessions_group_gets_the_niceness(box: Path, mo
         pytest.skip(f"{mode} mode does not work here")
     real = sandbox_module._cgroup_parent
     monkeypatch.setattr(sandbox_module, "_cgroup_parent", lambda c: None if c == "cpu" else real(c))
-    sandbox = Sandbox(writable=[box], mode=mode)
-    low = sandbox.start(["python3", "-c", SPIN], cwd=box, limits=Limits(wall_s=30, nice=19))
-    high = sandbox.start(["python3", "-c", SPIN], cwd=box, limits=Limits(wall_s=30, nice=0))
-    low.wait()
-    high.wait()
-    got = {name: float(proc.result().output.split("cpu")[-1]) for name, proc in (("low", low), ("high", high))}
+    got = _spin_pair(Sandbox(writable=[box], mode=mode), box)
     assert got["low"] < 0.25 * got["high"], got
