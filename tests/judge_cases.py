@@ -158,12 +158,14 @@ CUDA_OK = CUDA_HONEST + "\nSCALE = 1.0\nOFFSET = 0\n"
 CUDA_WRONG = CUDA_HONEST + "\nSCALE = 1.5\nOFFSET = 0\n"
 CUDA_ILLEGAL_ADDRESS = CUDA_HONEST + "\nSCALE = 1.0\nOFFSET = 1 << 40\n"
 CUDA_HOGS_MEMORY = CUDA_OK.replace(
-    "        self.bias = nn.Parameter(torch.randn(features))",
-    "        self.bias = nn.Parameter(torch.randn(features))\n"
+    "        return ext.fused_bias_gelu(x, self.bias, SCALE, OFFSET)",
+    "        out = ext.fused_bias_gelu(x, self.bias, SCALE, OFFSET)\n"
     "        free, _ = torch.cuda.mem_get_info()\n"
-    "        self.hog = torch.empty(max(free - (5 << 30), 1), dtype=torch.uint8, device='cuda')  # all but 5 GiB",
+    "        self.hogs = getattr(self, 'hogs', []) + [torch.empty(max(free - (64 << 20), 1), dtype=torch.uint8, device='cuda')]\n"
+    "        return out",
 )
-"""Holds all of the GPU's free memory but 5 GiB, enough for its own outputs, not for the driver beside it."""
+"""After each call, holds all of the GPU's free memory but 64 MiB: the next allocation of the driver's (or its own)
+fails."""
 
 TORCH_FALLBACK = '''
 import torch

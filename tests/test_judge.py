@@ -57,8 +57,9 @@ def test_illegal_address_is_an_error_and_the_judge_recovers(judge: Judge, task) 
 
 
 def test_a_server_holding_the_gpus_memory_is_the_candidates_failure(judge: Judge, task) -> None:
-    """GPU memory is no sandbox limit: a server that takes it all makes the driver's next allocation fail,
-    which is the submission's -1, never a JudgeError; the judge works on."""
+    """GPU memory is no sandbox limit: a server that takes it all makes the next allocation fail (the driver's:
+    the server held far more than the task's tensors; or its own), which is the submission's -1, never a
+    JudgeError; the judge works on."""
     assert cases.CUDA_HOGS_MEMORY != cases.CUDA_OK
     res = judge.evaluate(task, solution=cases.CUDA_HOGS_MEMORY, mode="full")
     assert res.compiled and not res.correct and "out of memory" in res.error.lower(), res.to_json()

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import torch
 
+from cuda_gym.errors import JudgeError
 from cuda_gym.judge import cpu_load, harness
 from cuda_gym.judge.baselines import inductor_cache
 from cuda_gym.judge.compare import compare_outputs, constant_would_pass
@@ -65,6 +66,11 @@ class PreparedTask(Protocol):
     template: Any
     low_variance: str | None
 
+
+SERVER_MEMORY_FACTOR = 4
+"""A server that held more GPU memory than this many times the task's inputs, outputs and parameters (+ 1 GiB)
+when the driver ran out of it caused the shortage (the submission's -1); beside one that held less, the
+device is short of memory for the task (a ``JudgeError``)."""
 
 SERVER_ENTRIES = 10_000
 """Files, folders and links a candidate (or eager reference) server may leave in its writable folder."""
@@ -149,15 +155,29 @@ class Driver:
         except torch.OutOfMemoryError as exc:
             if not self.cuda or out["stage"] == "start":
                 raise  # before the submission's code ran: the task's or the judge's own failure
-            # GPU memory is no sandbox limit: a server that holds it all makes the driver's next allocation
-            # fail. The task ran here alone when it was prepared, so the submission's server is the cause.
-            out["error"] = (f"{out['stage']}: the GPU ran out of memory while the submission's server held GPU memory "
-                            f"(the judge needs room beside it for the reference's inputs, outputs and checks): {exc}")
+            held = self._server_memory(session)
+            # GPU memory is no sandbox limit: a server that holds far more than the task's own tensors makes
+            # the driver's next allocation fail, which is the submission's doing; beside a server that held
+            # little, the device itself is short of memory for the task: the judge's failure.
+            facts = task.facts
+            allowance = SERVER_MEMORY_FACTOR * (facts.input_bytes + facts.output_bytes + facts.param_bytes) + 2**30
+            if held <= allowance:
+                raise JudgeError(f"the GPU ran out of memory beside a server that held {held / 2**30:.1f} GiB: the task "
+                                 f"needs more memory than the device has free ({exc})") from exc
+            out["error"] = (f"{out['stage']}: the GPU ran out of memory while the submission's server held "
+                            f"{held / 2**30:.1f} GiB of it (more than {allowance / 2**30:.1f} GiB, {SERVER_MEMORY_FACTOR}x "
+                            f"the task's inputs, outputs and parameters + 1 GiB; the judge needs room beside it): {exc}")
             return self._report(out, session, started)
         finally:
             session.close()
-            if out.get("error", "").startswith(f"{out['stage']}: the GPU ran out of memory"):
-                torch.cuda.empty_cache()  # the blocks cached around the failure go back, with the server's memory
+
+    def _server_memory(self, session: ServerSession) -> int:
+        """GPU bytes the session's server held: the free memory once it is gone less the free memory now."""
+        torch.cuda.empty_cache()
+        before = torch.cuda.mem_get_info(self.device)[0]
+        session.close()  # kills the server: its context's memory goes back
+        torch.cuda.empty_cache()
+        return max(0, torch.cuda.mem_get_info(self.device)[0] - before)
 
     def time_baseline(self, task: PreparedTask, req: TimeBaseline) -> BaselineReport:
         """Time the reference through the protocol (a server of kind ``reference`` or ``compile``)."""
