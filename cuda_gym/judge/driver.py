@@ -11,7 +11,7 @@ for the server's done word, reads a secret random sample of the output bytes. Th
 on the GPU's clock, in the driver's context: release to the last sample read, plus whatever the copy and
 the flush took beyond their bound calibrated on the same server (work of the server's context interleaved
 there is counted), minus the protocol overhead calibrated alike before any submission code was loaded.
-CPU: the driver's ``perf_counter`` from the send to the sample read, the inputs in a shared arena.
+CPU: the driver's ``perf_counter`` from the send to the sample read, the inputs in a fresh arena each call.
 
 Afterwards it copies the whole output and compares it with the reference output for the same inputs;
 inputs are compared with the driver's own clones. What the driver observes itself, and so trusts: its
@@ -186,6 +186,8 @@ class ServerSession:
         self.sent_segments: set[int] = set()
         """Ids of the driver's pool segments this server has been given (the pool outlives sessions)."""
         self.arena: HostArena | None = None
+        """CPU: the arena of the last call's inputs (a new one each call)."""
+        self.arena_bytes = 0
         self.overhead_ms = 0.0
         self.resolution_ms = 0.001
         """The trusted clock's resolution on this server: half the spread (IQR) of its calibration trips.
@@ -274,8 +276,7 @@ class ServerSession:
         flags_ref: TensorRef | None = None
         segments: tuple[Any, ...] = ()
         if not self.cuda:
-            self.arena = HostArena(arena_bytes)
-            fds = [self.arena.fd]
+            self.arena_bytes = arena_bytes  # each call's inputs come in an arena of their own (_call_cpu)
         else:
             assert self.segments is not None
             with self.segments.use():
@@ -452,20 +453,22 @@ class ServerSession:
         return result
 
     def _call_cpu(self, inputs: list[Any], call: Call, timeout_s: float) -> CallResult:
-        """CPU: the driver's clock runs from before the inputs go into the arena to the sample read.
+        """CPU: the inputs go into a fresh sealed arena, whose fd goes with the ``Call``; the driver's clock
+        runs from the send to the sample read.
 
-        The copy into the arena is inside the window: the server maps the arena, and a server whose main
-        thread watched it between calls computed each page of the output as soon as its inputs landed there,
-        so that up to half of the work was done before a clock that started at the send (red team 3, r02:
-        reward 2 for a kernel whose honest twin scored 1). Now nothing of a call's inputs exists before the
-        clock runs; the copy is in the calibration's no-ops too, so its time is subtracted as overhead."""
+        A fresh arena for every call: with one arena that the server kept mapped, a server whose main thread
+        watched it between calls computed each page of the output as soon as the driver's copy wrote its
+        inputs there, before the send, so that up to half of the work went uncounted (red team 3 r02: reward 2
+        for a kernel whose honest twin scored 1; counting the copy did not help, as the no-ops' copy is
+        subtracted too). Now no memory the server can map holds a call's inputs before its ``Call`` comes."""
         assert self.channel is not None
-        draws = self._draw_positions()
-        t0 = time.perf_counter()
         values = self._arena_inputs(inputs)
-        payload = encode(replace(call, inputs=tuple(values)))
+        payload = encode(replace(call, inputs=tuple(values)))  # before the window: only the send itself is timed
+        draws = self._draw_positions()
+        assert self.arena is not None
+        t0 = time.perf_counter()
         try:
-            self.channel.send(payload)
+            self.channel.send(payload, [self.arena.fd])
             reply, rfds = self.channel.recv(Reply, timeout_s, self._alive)
             close_fds(rfds)
             t_reply = time.perf_counter()
@@ -923,19 +926,24 @@ class ServerSession:
         return msg
 
     def _arena_inputs(self, inputs: list[Any]) -> list[Value]:
-        """CPU: copy the inputs into the arena (from its start) and describe them."""
-        assert self.arena is not None
-        self.arena.reset()
+        """CPU: copy the inputs into a new arena (the previous call's is closed) and describe them."""
+        arena = HostArena(self.arena_bytes)
         shared: list[torch.Tensor] = []
 
         def ref(t: torch.Tensor) -> TensorRef:
-            assert self.arena is not None
-            view, r = self.arena.place(t)
+            view, r = arena.place(t)
             shared.append(view)
             return r
 
-        values = [to_value(x, ref) for x in inputs]
-        self.shared_inputs = shared
+        try:
+            values = [to_value(x, ref) for x in inputs]
+        except BaseException:
+            shared.clear()
+            arena.close()
+            raise
+        previous, self.arena, self.shared_inputs = self.arena, arena, shared
+        if previous is not None:
+            previous.close()
         return values
 
 
