@@ -18,10 +18,16 @@ SAMPLE_THRESHOLD_BYTES = 64 * 2**20
 """Default of ``JudgeConfig.sample_threshold_bytes``: output tensors larger than this are compared on a
 random sample of elements (see ``cuda_gym.judge.harness.sample_large``)."""
 
-TIMING_METHOD = "trusted-stream/7"
+TIMING_METHOD = "trusted-stream/8"
 """Version of the timing method (GPU: the driver's CUDA events around the release and the done word,
-``transport.StreamFlags``; CPU: the driver's round trip; ``cuda_gym.judge.driver``): baseline cache entries
-and cached judgements measured with another method are measured again."""
+``transport.StreamFlags``, the window behind its gate; CPU: the driver's round trip, a fresh input arena
+each call; ``cuda_gym.judge.driver``): baseline cache entries and cached judgements measured with another
+method are measured again."""
+
+JUDGE_VERSION = "2026-12-05"
+"""Version of everything else a verdict rests on (the static rules, the driver's checks and bounds): bumped
+by every change that can turn a verdict, so that judgements cached by an earlier judge (a hack it let
+through) are judged again. Part of each cached judgement's key."""
 
 PEAKS: dict[str, dict[str, float]] = {
     # Dense peaks used by the speed-of-light floor. Tensor-core peaks are used for every float dtype so
@@ -225,6 +231,7 @@ class JudgeConfig:
         data = {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
         data["build"] = repr(self.build)
         data["timing_method"] = TIMING_METHOD
+        data["judge_version"] = JUDGE_VERSION
         return json.dumps(data, sort_keys=True, default=str)
 
     @classmethod
