@@ -46,8 +46,8 @@ from cuda_gym.judge.transport import (
     PeerGone,
     PeerSegments,
     StreamFlags,
-    blocking_stream,
     from_value,
+    own_stream,
     to_value,
 )
 
@@ -116,7 +116,7 @@ class Server:
                 return Loaded(error="a GPU calibration without the release and done words", stage="calibrate")
             self.peer.attach(msg.segments, fds)
             self.flags = StreamFlags(self.peer.tensor(msg.flags).data_ptr())
-            self.stream = blocking_stream(self.device)
+            self.stream = own_stream(self.device, blocking=True)
         with self._pool():
             self.calibration = from_value(msg.outputs, self._zeros)
         if self.cuda:

@@ -776,13 +776,15 @@ class StreamFlags:
         )
 
 
-def blocking_stream(device: str) -> torch.cuda.ExternalStream:
-    """A new stream that synchronizes with the legacy default stream (``cuStreamCreate`` without
+def own_stream(device: str, blocking: bool) -> torch.cuda.ExternalStream:
+    """A new stream of its own (``cuStreamCreate``; torch's ``Stream()`` hands out streams from a pool of 32,
+    which two callers may share). ``blocking``: it synchronizes with the legacy default stream (without
     ``CU_STREAM_NON_BLOCKING``): a kernel a submission launches on stream 0 (``<<<grid, block>>>``) then
     waits for this stream's earlier work, and this stream's later work waits for that kernel."""
     torch.zeros(1, device=device)  # the primary context is current on this thread
     handle = ctypes.c_void_p()
-    _cu_check(_libcuda().cuStreamCreate(ctypes.byref(handle), ctypes.c_uint(0)), "cuStreamCreate")
+    flags = 0 if blocking else 1  # CU_STREAM_NON_BLOCKING
+    _cu_check(_libcuda().cuStreamCreate(ctypes.byref(handle), ctypes.c_uint(flags)), "cuStreamCreate")
     return torch.cuda.ExternalStream(handle.value or 0, device=torch.device(device))
 
 
