@@ -85,10 +85,11 @@ DEEP_FOLDERS = cpu_solution(
 """Leaves a chain of 3000 folders in the server's writable folder (its first call; later ones fail, which
 does not matter): Python 3.11's ``shutil.rmtree`` raised ``RecursionError`` removing it (red team 3)."""
 MANY_FILES = cpu_solution(
-    "        import os\n        for i in range(30000):\n            os.mkdir(f'd{i}')\n"
+    "        import os, time\n        top = f'c{time.monotonic_ns()}'\n        os.mkdir(top)\n"
+    "        for i in range(30000):\n            os.mkdir(f'{top}/d{i}')\n"
     "        return ext.fused_bias_gelu(x, self.bias, 1.0)",
 )
-"""Fills the server's writable folder with 30,000 folders (its first call): past the server's entries bound."""
+"""Adds 30,000 folders to the server's writable folder in every call: past the server's entries bound."""
 MANY_OUTPUTS = cpu_solution(
     "        out = ext.fused_bias_gelu(x, self.bias, 1.0)\n        return tuple(out[i:i + 1, :1] for i in range(64))",
 )
@@ -161,7 +162,8 @@ CUDA_HOGS_MEMORY = CUDA_OK.replace(
     "        return ext.fused_bias_gelu(x, self.bias, SCALE, OFFSET)",
     "        out = ext.fused_bias_gelu(x, self.bias, SCALE, OFFSET)\n"
     "        free, _ = torch.cuda.mem_get_info()\n"
-    "        self.hogs = getattr(self, 'hogs', []) + [torch.empty(max(free - (64 << 20), 1), dtype=torch.uint8, device='cuda')]\n"
+    "        hog = torch.empty(max(free - (64 << 20), 1), dtype=torch.uint8, device='cuda')\n"
+    "        self.hogs = getattr(self, 'hogs', []) + [hog]\n"
     "        return out",
 )
 """After each call, holds all of the GPU's free memory but 64 MiB: the next allocation of the driver's (or its own)

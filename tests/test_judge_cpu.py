@@ -275,7 +275,7 @@ def test_baselines_are_measured_before_the_candidate_runs(tmp_path: Path, task) 
 def test_an_answer_with_more_tensors_than_the_reference_is_refused_unread(judge: Judge, task) -> None:
     res = judge.evaluate(task, solution=cases.MANY_OUTPUTS, mode="verify")
     assert res.compiled and not res.correct, res.to_json()
-    assert "forward returned 64 tensors where the reference returns 1" in res.error, res.error
+    assert "forward returned 64 tensors; the reference returns 1" in res.error, res.error
 
 
 def test_import_errors_are_compile_failures(judge: Judge, task) -> None:

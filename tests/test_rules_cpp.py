@@ -88,7 +88,8 @@ def test_cpp_file_level_rules(tmp_path: Path) -> None:
 def test_tma_descriptor_encoders_may_be_resolved_by_name() -> None:
     """Hopper TMA kernels resolve cuTensorMapEncodeTiled through the runtime (no libcuda is linked): a string
     literal naming a TMA encoder is allowed; any other name, or a name that is not a literal, is not."""
-    ok = 'void f() { void* fn; cudaDriverEntryPointQueryResult q; cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, 0, &q); }'
+    ok = ('void f() { void* fn; cudaDriverEntryPointQueryResult q; '
+          'cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, 0, &q); }')
     assert "stream" not in cpp_rules(ok)
     assert "stream" in cpp_rules(ok.replace("cuTensorMapEncodeTiled", "cuCtxSetLimit"))
     assert "stream" in cpp_rules(ok.replace("cudaGetDriverEntryPoint", "cuGetProcAddress"
