@@ -867,7 +867,7 @@ class Sandbox:
         # sandbox is a session of its own (bwrap's payload a second one inside), where a niceness alone
         # counts only against the session's own processes.
         group_nice = [] if limits.nice <= 0 or cgroups.has("cpu") else [
-            "/bin/sh", "-c", f'echo {int(limits.nice)} > /proc/self/autogroup 2>/dev/null; exec "$@"', "sandbox-nice"]
+            "/bin/sh", "-c", f'{{ echo {int(limits.nice)} > /proc/self/autogroup; }} 2>/dev/null; exec "$@"', "sandbox-nice"]
         if self.mode == "bwrap":
             argv = [*self._bwrap_args(limits), "--chdir", str(cwd), "--", *group_nice, *limit_argv, *inner]
         elif self.mode == "unshare":

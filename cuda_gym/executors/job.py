@@ -77,13 +77,13 @@ class JudgeJob:
         for entry in walk(root):  # any depth, links and special files left out, __pycache__ too
             if entry.kind != "file":
                 continue
+            if total + entry.size > PACK_LIMIT_BYTES:
+                raise WorkspaceRefusedError(f"the workspace holds more than {PACK_LIMIT_BYTES} bytes of files, more "
+                                            "than a judge job carries: delete data files")
             try:
                 data = read_regular(root / entry.rel, PACK_LIMIT_BYTES - total)
-            except UnreadableFileError as exc:
-                if (root / entry.rel).is_file() and not (root / entry.rel).is_symlink():
-                    raise WorkspaceRefusedError(f"the workspace holds more than {PACK_LIMIT_BYTES} bytes of files, "
-                                                "more than a judge job carries: delete data files") from exc
-                continue  # gone or replaced meanwhile: the judge would not read it either
+            except UnreadableFileError:
+                continue  # gone, replaced or grown meanwhile, or unreadable: the judge would not read it either
             total += len(data)
             files.append((entry.rel, data))
         return replace(self, workspace=None, build_dir=None, files=tuple(sorted(files)))
