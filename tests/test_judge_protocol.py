@@ -220,13 +220,14 @@ def test_each_cpu_call_brings_its_inputs_in_an_arena_of_its_own(tmp_path) -> Non
     session = ServerSession(spec)
     try:
         session.start(None)
-        session.calibrate(torch.empty(4), lambda: [torch.randn(1024)], 4096 + 2**20)
+        session.calibrate(torch.empty(4), lambda: [torch.randn(1024)])
         inodes = []
         for _ in range(3):
             res = session.call([torch.randn(1024)], noop=True, timeout_s=30)
             assert not res.error, res.error
             assert session.arena is not None
             st = os.fstat(session.arena.fd)
+            assert st.st_size == 4096 + HostArena.ALIGN  # the call's inputs, not a shared arena's room
             seals = fcntl.fcntl(session.arena.fd, fcntl.F_GET_SEALS)
             assert seals & fcntl.F_SEAL_SHRINK and seals & fcntl.F_SEAL_GROW
             maps = Path(f"/proc/{session.host_pid}/maps").read_text()

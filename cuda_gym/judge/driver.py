@@ -191,7 +191,6 @@ class ServerSession:
         """Ids of the driver's pool segments this server has been given (the pool outlives sessions)."""
         self.arena: HostArena | None = None
         """CPU: the arena of the last call's inputs (a new one each call)."""
-        self.arena_bytes = 0
         self.overhead_ms = 0.0
         self.resolution_ms = 0.001
         """The trusted clock's resolution on this server: half the spread (IQR) of its calibration trips.
@@ -271,7 +270,7 @@ class ServerSession:
         self.init_pid = _namespace_init(self.host_pid)
         self.remote = RemoteMemory(self.host_pid)
 
-    def calibrate(self, template: Any, make_inputs: Callable[[], list[Any]], arena_bytes: int) -> None:
+    def calibrate(self, template: Any, make_inputs: Callable[[], list[Any]]) -> None:
         """Time no-op calls (trusted code only in the server so far); keep their first quartile as the overhead."""
         assert self.channel is not None
         if self.cuda:
@@ -279,9 +278,7 @@ class ServerSession:
         fds: list[int] = []
         flags_ref: TensorRef | None = None
         segments: tuple[Any, ...] = ()
-        if not self.cuda:
-            self.arena_bytes = arena_bytes  # each call's inputs come in an arena of their own (_call_cpu)
-        else:
+        if self.cuda:  # (on the CPU each call's inputs come in an arena of their own: _call_cpu)
             assert self.segments is not None
             with self.segments.use():
                 self.flags_tensor = torch.zeros(FLAG_WORDS, dtype=torch.int32, device=self.spec.device)
@@ -935,8 +932,10 @@ class ServerSession:
         return msg
 
     def _arena_inputs(self, inputs: list[Any]) -> list[Value]:
-        """CPU: copy the inputs into a new arena (the previous call's is closed) and describe them."""
-        arena = HostArena(self.arena_bytes)
+        """CPU: copy the inputs into a new arena of their size (the previous call's is closed) and describe them."""
+        align = HostArena.ALIGN
+        arena = HostArena(sum(-(-t.numel() * t.element_size() // align) * align + align
+                              for _, t in harness.iter_leaves(inputs) if isinstance(t, torch.Tensor)))
         shared: list[torch.Tensor] = []
 
         def ref(t: torch.Tensor) -> TensorRef:
