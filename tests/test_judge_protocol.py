@@ -202,37 +202,3 @@ def test_a_spinning_read_blocks_after_its_spin_and_still_answers_at_once() -> No
     finally:
         mine.close()
         theirs.close()
-
-
-def test_each_cpu_call_brings_its_inputs_in_an_arena_of_its_own(tmp_path) -> None:
-    """No memory the server can map holds a call's inputs before its ``Call`` comes: each call's inputs are
-    written into a new sealed memfd whose fd travels with the call (a server that watched one shared arena
-    computed each page as the driver's copy wrote it, before the clock: red team 3 r02)."""
-    import fcntl
-    import os
-    from pathlib import Path
-
-    from cuda_gym.judge.driver import ServerSession, ServerSpec
-    from cuda_gym.paths import package_pythonpath
-
-    spec = ServerSpec(device="cpu", job_dir=Path(tmp_path), cache_root=Path(tmp_path), writable=[tmp_path],
-                      env={"PYTHONPATH": package_pythonpath()})
-    session = ServerSession(spec)
-    try:
-        session.start(None)
-        session.calibrate(torch.empty(4), lambda: [torch.randn(1024)])
-        inodes = []
-        for _ in range(3):
-            res = session.call([torch.randn(1024)], noop=True, timeout_s=30)
-            assert not res.error, res.error
-            assert session.arena is not None
-            st = os.fstat(session.arena.fd)
-            assert st.st_size == 4096 + HostArena.ALIGN  # the call's inputs, not a shared arena's room
-            seals = fcntl.fcntl(session.arena.fd, fcntl.F_GET_SEALS)
-            assert seals & fcntl.F_SEAL_SHRINK and seals & fcntl.F_SEAL_GROW
-            maps = Path(f"/proc/{session.host_pid}/maps").read_text()
-            assert any(line.split()[4] == str(st.st_ino) for line in maps.splitlines() if "memfd:" in line), maps
-            inodes.append(st.st_ino)
-    finally:
-        session.close()
-    assert len(set(inodes)) == 3, inodes

@@ -103,11 +103,12 @@ class Server:
                 self.channel.send(self.finish(pending))
 
     def calibrate(self, msg: Calibrate, fds: list[int]) -> Loaded:
-        """Keep the GPU flags (their fd comes with this message), build the no-op outputs. (On the CPU each
-        call's inputs come in an arena of their own, with the call.)"""
+        """Keep the CPU input arena or the GPU flags (their fd comes with this message), build the no-op
+        outputs."""
         if not self.cuda:
-            for fd in fds:
-                os.close(fd)
+            if len(fds) != 1:
+                return Loaded(error=f"expected the input arena's file descriptor, got {len(fds)}", stage="calibrate")
+            self.arena = HostArena(os.fstat(fds[0]).st_size, fd=fds[0])
         else:
             assert self.peer is not None
             if msg.flags is None:
@@ -177,8 +178,9 @@ class Server:
         try:
             if self.peer is not None:
                 self.peer.attach(msg.segments, fds)
-            else:
-                self._map_arena(fds)
+            elif fds:
+                for fd in fds:
+                    os.close(fd)
             inputs = [from_value(v, self._input) for v in msg.inputs]
             violations: list[tuple[str, str]] = []
             with self._on_stream():
@@ -317,18 +319,6 @@ class Server:
         if self.arena is None:
             raise CandidateError("inputs arrived before the input arena")
         return self.arena.tensor(ref)
-
-    def _map_arena(self, fds: list[int]) -> None:
-        """CPU: map the call's input arena (its one fd), in place of the previous call's."""
-        self.arena = None  # the previous call's: unmapped once nothing refers to it
-        try:
-            if len(fds) != 1:
-                raise CandidateError(f"expected the call's input arena with it, got {len(fds)} file descriptors")
-            self.arena = HostArena(os.fstat(fds[0]).st_size, fd=fds[0], populate=True)
-        finally:
-            for fd in fds:
-                os.close(fd)  # the mapping keeps the arena
-        self.arena.fd = -1
 
     def _output_ref(self, t: torch.Tensor, segments: list[Segment], fds: list[int]) -> TensorRef:
         if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:

@@ -270,8 +270,9 @@ class Driver:
     def _open(self, session: ServerSession, task: PreparedTask, s: RunSettings) -> None:
         if session.channel is None:  # a warm session is started already
             session.start(self.segments)
+        arena = 4 * task.facts.input_bytes + 2**20
         with self.quiet():  # warm servers booting or idle in stock must not run during the calibration
-            session.calibrate(task.template, lambda: self._inputs(task))
+            session.calibrate(task.template, lambda: self._inputs(task), arena)
 
     def _bound(self, task: PreparedTask, s: RunSettings, first: bool) -> float:
         return s.call_timeout_s + CALL_BOUND_FACTOR * task.facts.call_ms / 1000.0 + (FIRST_CALL_EXTRA_S if first else 0.0)

@@ -304,17 +304,15 @@ def view(flat: torch.Tensor, ref: TensorRef) -> torch.Tensor:
 
 
 class HostArena:
-    """A sealed ``memfd`` region that holds one CPU call's inputs: the driver writes them in, then sends its
-    fd with the ``Call``, and the server maps it (a fresh one for every call: see ``ServerSession._call_cpu``).
+    """A ``memfd`` region both processes map: the driver writes each call's inputs into it.
 
-    ``place`` copies a tensor in at the next aligned offset; ``flat`` is the whole region as a ``uint8``
-    tensor; ``tensor`` is the view a reference names. ``populate``: map with ``MAP_POPULATE`` (the server:
-    its page tables are made when it maps the call's inputs, the same for every call and no-op).
+    ``alloc`` hands out aligned byte ranges (``reset`` before each call); ``flat`` is the whole region
+    as a ``uint8`` tensor; ``ref_of`` describes a tensor placed in it.
     """
 
     ALIGN = 256
 
-    def __init__(self, size: int, fd: int | None = None, populate: bool = False) -> None:
+    def __init__(self, size: int, fd: int | None = None) -> None:
         self.size = max(int(size), mmap.PAGESIZE)
         self.owned = fd is None
         """Whether the arena made its fd (the driver's): then :meth:`close` closes it too."""
@@ -325,9 +323,12 @@ class HostArena:
             # input copy fault (SIGBUS) in the trusted process.
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         self.fd = fd
-        flags = mmap.MAP_SHARED | (mmap.MAP_POPULATE if populate else 0)
-        self.map = mmap.mmap(fd, self.size, flags=flags)
+        self.map = mmap.mmap(fd, self.size)
         self.flat = torch.frombuffer(self.map, dtype=torch.uint8)
+        self.top = 0
+
+    def reset(self) -> None:
+        """Start placing inputs from the beginning again."""
         self.top = 0
 
     def place(self, t: torch.Tensor) -> tuple[torch.Tensor, TensorRef]:
