@@ -67,6 +67,21 @@ def test_a_server_holding_the_gpus_memory_is_the_candidates_failure(judge: Judge
     assert ok.passed, ok.to_json()
 
 
+def test_baselines_are_measured_before_the_candidate_runs(tmp_path: Path, task) -> None:
+    """A task's first timed evaluation on a GPU measures its baselines before any of the candidate's code runs
+    there (a candidate timed first could leave the GPU hot for them): an incorrect candidate finds them
+    measured, and the next evaluation uses them from the cache."""
+    cfg = JudgeConfig(device="cuda:0", timed_calls=20, warmup=3, cache_judgements=False, cache_dir=tmp_path / "cache",
+                      work_dir=tmp_path / "jobs")
+    with Judge(cfg) as j:
+        assert not j.baseline_cached(task)
+        wrong = j.evaluate(task, solution=cases.CUDA_WRONG, mode="full")
+        assert wrong.compiled and not wrong.correct and wrong.eager is None, wrong.to_json()
+        assert j.baseline_cached(task)
+        honest = j.evaluate(task, solution=cases.CUDA_OK, mode="full")
+    assert honest.passed and honest.eager is not None and honest.eager.source == "cache", honest.to_json()
+
+
 def test_hang_on_gpu_is_killed(tmp_path: Path, task) -> None:
     import time
 
