@@ -350,11 +350,11 @@ class Judge:
             # agent's feedback), the timed calls and the baselines do not (device time for nothing).
             mode = "verify"
         baselines = None
-        cached = self.config.use_cache and self._baseline_complete(self.baseline_cache.get(self._baseline_path(task, facts)))
-        if mode != "verify" and self.config.is_cuda and not cached:
-            # Measured before any of the candidate's code runs on the GPU: a candidate timed first could leave
-            # it hot (clocks down) for the baselines that every later speedup of the task divides. (On the CPU,
-            # where no such state outlives a process, only a correct candidate's evaluation measures them.)
+        if mode != "verify" and self.config.is_cuda:
+            # From the cache, or measured before any of the candidate's code runs on the GPU: a candidate timed
+            # first could leave it hot (clocks down) for the baselines that every later speedup of the task
+            # divides. (On the CPU, where no such state outlives a process, only a correct candidate's
+            # evaluation measures them.)
             baselines = self._baselines(task, facts)
         report = self._evaluate(task, sub, mode, job_dir, job.module_path, job.inline)
         result.fingerprint["sandbox"] = report.sandbox
