@@ -72,6 +72,11 @@ class UnreadableAnswer(Exception):
     candidate's failure (native code writes every byte of it), never a ``JudgeError``."""
 
 
+class StopTimeout(Exception):
+    """A process tree was not seen stopped in time (``cuda_gym.process_stop``): a thread that stays in
+    uninterruptible sleep, or a tree that forks faster than it is stopped. For a candidate server, its failure."""
+
+
 class CandidateError(Exception):
     """Raised inside the candidate server when the submission fails in a way that ends its run; the
     message is shown to the agent (it never leaves that process as an exception)."""

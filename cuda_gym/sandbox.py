@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from cuda_gym.errors import SandboxError
 from cuda_gym.host import find_cuda_home
+from cuda_gym.process_stop import continue_tree, stop_tree
 from cuda_gym.trees import remove_tree
 
 logger = logging.getLogger(__name__)
@@ -413,6 +414,16 @@ class _Cgroups:
         except OSError:
             return False
         return bool(m and int(m.group(1)) > 0)
+
+    def members(self) -> list[int]:
+        """The PIDs in its cgroups (none without one, or once the cgroup is gone)."""
+        pids: set[int] = set()
+        for path in self.procs_files:
+            try:
+                pids.update(int(p) for p in path.read_text().split())
+            except (OSError, ValueError):
+                continue
+        return sorted(pids)
 
     def kill_all(self) -> None:
         """SIGKILL every member, until none is left (5 s at most)."""
@@ -973,6 +984,16 @@ class SandboxProcess:
         """SIGKILL the whole sandbox: its process group, its PID namespace and its cgroup. Returns at once."""
         if not self._done.is_set():
             self._kill_tree()
+
+    def pause(self, timeout_s: float) -> list[int]:
+        """Stop every process of the sandbox (``SIGSTOP``: its process tree, its PID namespace's orphans,
+        its cgroups' members) and return once all their threads are seen stopped; the processes stopped,
+        for :meth:`resume`. Raises :class:`~cuda_gym.process_stop.StopTimeout` after ``timeout_s``."""
+        return stop_tree(self.pid, timeout_s, self._cgroup.members if self._cgroup else None)
+
+    def resume(self, paused: list[int]) -> None:
+        """Let the processes that :meth:`pause` stopped go on (``SIGCONT``)."""
+        continue_tree(paused)
 
     def output(self) -> str:
         """Stdout and stderr so far (UTF-8 with replacement, middle dropped past the output cap)."""

@@ -7,8 +7,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from cuda_gym.judge.driver import ServerSession, ServerSpec
-from cuda_gym.judge.reference_worker import WarmServers, _signal_tree, _Warm
+from cuda_gym.judge.reference_worker import WarmServers, _Warm
 from cuda_gym.paths import package_pythonpath
+from cuda_gym.process_stop import tree
 from cuda_gym.sandbox import Limits
 
 
@@ -32,8 +33,8 @@ def test_a_server_refilled_just_before_is_paused_for_the_whole_block(tmp_path: P
             proc = warm.session.proc
             assert proc is not None, "quiet returned before the booting server had a process"
             time.sleep(0.3)
-            tree = _signal_tree(proc.pid, 0)  # signal 0: the pids, nothing sent
-            assert tree and all(_state(pid) == "T" for pid in tree), [(pid, _state(pid)) for pid in tree]
+            members = tree(proc.pid)
+            assert members and all(_state(pid) == "T" for pid in members), [(pid, _state(pid)) for pid in members]
         assert warm.ready(), warm.error  # resumed: it finishes booting
     finally:
         warm_servers.close()

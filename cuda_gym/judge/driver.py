@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from cuda_gym.errors import DeviceStuckError, JudgeError, ProtocolError, SandboxError, UnreadableAnswer
+from cuda_gym.errors import DeviceStuckError, JudgeError, ProtocolError, SandboxError, StopTimeout, UnreadableAnswer
 from cuda_gym.judge import harness
 from cuda_gym.judge.cpu_load import smt_siblings
 from cuda_gym.judge.messages import Calibrate, Call, Finished, Hello, Load, Loaded, Reply, Shutdown, TensorRef, Value, encode
@@ -112,6 +112,10 @@ context cannot run inside the prelude without two switches, which the cap keeps 
 the slack: such work always shows, less at most the slack."""
 OUTPUT_LEAVES_FACTOR, OUTPUT_LEAVES_SLACK = 4, 16
 """An answer may hold at most 4x the reference's number of tensors + 16 (at the calibration's shape)."""
+
+PAUSE_TIMEOUT_S = 2.0
+"""CPU: a server's processes must all be seen stopped within this before a call's inputs are copied (a thread
+leaves uninterruptible sleep, a forking tree is caught up with, in microseconds to milliseconds)."""
 
 GATE_WORD = 0
 """The word of the driver's private gate (``ServerSession.gate``) that a window's stream waits on."""
@@ -459,18 +463,27 @@ class ServerSession:
         return result
 
     def _call_cpu(self, inputs: list[Any], call: Call, timeout_s: float) -> CallResult:
-        """CPU: the inputs go into the arena, the driver's clock runs from the send to the sample read.
+        """CPU: the inputs go into the arena while the server is stopped; the driver's clock runs from before
+        it lets the server go on, through the send, to the sample read.
 
-        Open (red team 3 r02): the server maps the arena, and a server whose main thread watched it between
-        calls computed pages of the output as the driver's copy wrote their inputs, before the clock (docs/judge.md,
-        "Residual room"). Counting the copy does not help (the no-ops' copy is subtracted too), and a fresh
-        arena per call made the CPU clock too noisy to resolve a 0.35 ms kernel; the fix to build is stopping
-        the server (its cgroup's freezer, or SIGSTOP) while the inputs are copied."""
+        The server maps the arena: a server thread that watched it computed pages of the output as the
+        driver's copy wrote their inputs, before the clock (red team 3, r02). So every process of the
+        server's sandbox is stopped (``SIGSTOP``, every thread seen stopped) before the copy, and continued
+        only once the clock runs (docs/judge.md, "The CPU window")."""
         assert self.channel is not None
-        values = self._arena_inputs(inputs)
-        payload = encode(replace(call, inputs=tuple(values)))  # before the window: only the send itself is timed
-        draws = self._draw_positions()
+        try:
+            paused = self.proc.pause(PAUSE_TIMEOUT_S)
+        except StopTimeout as exc:
+            return self._refuse(f"the server could not be stopped while its inputs were copied: {exc}")
+        try:
+            values = self._arena_inputs(inputs)
+            payload = encode(replace(call, inputs=tuple(values)))  # before the window: only the send is timed
+            draws = self._draw_positions()
+        except BaseException:
+            self.proc.resume(paused)
+            raise
         t0 = time.perf_counter()
+        self.proc.resume(paused)
         try:
             self.channel.send(payload)
             reply, rfds = self.channel.recv(Reply, timeout_s, self._alive)

@@ -38,9 +38,9 @@ from typing import Any, TextIO
 
 import torch
 
-from cuda_gym.errors import DeviceStuckError
+from cuda_gym.errors import DeviceStuckError, StopTimeout
 from cuda_gym.judge import harness
-from cuda_gym.judge.driver import ServerSession, ServerSpec
+from cuda_gym.judge.driver import PAUSE_TIMEOUT_S, ServerSession, ServerSpec
 from cuda_gym.judge.messages import (
     Done,
     Evaluate,
@@ -253,21 +253,26 @@ class WarmServers:
 
     @contextlib.contextmanager
     def quiet(self) -> Iterator[None]:
-        """Pause every server in stock, booting or idle (its whole process tree), while the block runs: an idle
-        server spins on its channel and a booting one imports torch; neither may share the CPUs and the GPU
-        with a calibration or a timed call."""
-        stopped: list[int] = []
-        for warm in self.stock:
+        """Pause every server in stock, booting or idle (its whole sandbox, every thread seen stopped), while
+        the block runs: an idle server spins on its channel and a booting one imports torch; neither may share
+        the CPUs and the GPU with a calibration or a timed call. One that cannot be stopped is discarded."""
+        paused: list[tuple[Any, list[int]]] = []
+        for warm in list(self.stock):
             # a server refilled just before has no process yet: without the wait it boots through the block
             proc = warm.spawned(SPAWN_WAIT_S)
-            if proc is not None and proc.poll() is None:
-                stopped += _signal_tree(proc.pid, signal.SIGSTOP)
+            if proc is None or proc.poll() is not None:
+                continue
+            try:
+                paused.append((proc, proc.pause(PAUSE_TIMEOUT_S)))
+            except StopTimeout:
+                log.warning("a warm server could not be stopped for a timed block: discarded")
+                self.stock.remove(warm)
+                warm.discard()
         try:
             yield
         finally:
-            for pid in stopped:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGCONT)
+            for proc, pids in paused:
+                proc.resume(pids)
 
     def clear(self) -> None:
         """Kill every warm server."""
@@ -279,25 +284,6 @@ class WarmServers:
         """Kill every warm server and remove the slots."""
         self.clear()
         remove_tree(self.root)
-
-
-def _signal_tree(pid: int, sig: int) -> list[int]:
-    """Send ``sig`` to ``pid`` and, after it, to each of its descendants (``/proc``); the pids signalled."""
-    done: list[int] = []
-    todo = [pid]
-    while todo:
-        p = todo.pop(0)
-        try:
-            os.kill(p, sig)
-        except (ProcessLookupError, PermissionError):
-            continue
-        done.append(p)
-        try:
-            for tid in os.listdir(f"/proc/{p}/task"):
-                todo += [int(c) for c in Path(f"/proc/{p}/task/{tid}/children").read_text().split()]
-        except OSError:
-            pass
-    return done
 
 
 def _copy_in(src: Path, dest: Path) -> None:
