@@ -202,3 +202,39 @@ def test_a_spinning_read_blocks_after_its_spin_and_still_answers_at_once() -> No
     finally:
         mine.close()
         theirs.close()
+
+
+SLOW_DECODE = """
+import time
+import cuda_gym.judge.transport as transport
+_from_value = transport.from_value
+def from_value(*args, **kwargs):
+    time.sleep(0.03)
+    return _from_value(*args, **kwargs)
+transport.from_value = from_value
+"""
+
+
+def test_the_cpu_window_starts_after_the_server_decoded_its_call(tmp_path) -> None:
+    """Red team 3 r01: a native message loop faster than the trusted one gained the difference, because the
+    server decoded each ``Call`` and made its input views inside the window. Here the server's decoding is
+    made 30 ms slower (a ``sitecustomize`` on its path): with the decoding before ``Armed``, the no-op trips
+    the driver times stay far below that."""
+    import statistics
+
+    from cuda_gym.judge.driver import ServerSession, ServerSpec
+    from cuda_gym.paths import package_pythonpath
+    from cuda_gym.sandbox import Limits
+
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(SLOW_DECODE)
+    spec = ServerSpec(device="cpu", job_dir=tmp_path, cache_root=tmp_path / "cache", writable=[tmp_path],
+                      env={"PYTHONPATH": f"{slow}:{package_pythonpath()}"}, limits=Limits(wall_s=120.0))
+    session = ServerSession(spec)
+    session.start(None)
+    try:
+        session.calibrate(torch.zeros(64), lambda: [torch.randn(64)], 1 << 16)
+        assert statistics.median(session.noop_trips) < 15.0, session.noop_trips
+    finally:
+        session.close()

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from cuda_gym.errors import ProtocolError
-from cuda_gym.judge.driver import PRELUDE_SLACK_SWITCHES, contiguous_strides, copy_bytes, dense_span, prelude_bound
+from cuda_gym.judge.driver import PRELUDE_SLACK_SWITCHES, copy_bytes, dense_span, prelude_bound
 from cuda_gym.judge.messages import TensorRef
-from cuda_gym.judge.transport import PROBE_ROWS, PROBE_WIDTH, PeerSegments, span_bytes
+from cuda_gym.judge.transport import PROBE_ROWS, PROBE_WIDTH, PeerSegments, contiguous_strides, span_bytes
 
 
 def _peer(nbytes: int) -> tuple[PeerSegments, torch.Tensor]:

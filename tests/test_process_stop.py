@@ -153,14 +153,14 @@ def test_the_cpu_driver_copies_a_calls_inputs_while_its_server_is_stopped(tmp_pa
     spec = ServerSpec(device="cpu", job_dir=tmp_path, cache_root=tmp_path / "cache", writable=[tmp_path],
                       env={"PYTHONPATH": package_pythonpath()}, limits=Limits(wall_s=120.0))
     session = ServerSession(spec)
-    copy = session._arena_inputs
+    copy = session._copy_inputs
     seen: list[dict[int, list[str]]] = []
 
-    def watched(inputs: list[object]) -> object:
+    def watched(copies: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         seen.append({pid: _threads_states(pid) for pid in tree(session.proc.pid)})
-        return copy(inputs)
+        copy(copies)
 
-    session._arena_inputs = watched  # type: ignore[method-assign]
+    session._copy_inputs = watched  # type: ignore[method-assign]
     session.start(None)
     try:
         session.calibrate(torch.zeros(4096), lambda: [torch.randn(4096)], 1 << 20)  # no-op calls, each a copy

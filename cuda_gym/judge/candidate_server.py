@@ -12,7 +12,9 @@ trusted: the driver reads the bytes its output references point to (CPU: straigh
 process's memory; GPU: from the shared pool segments) and times every call by its own clock (GPU: its
 own CUDA events around the release and the done word, ``transport.StreamFlags``). On a GPU a call is
 enqueued on a stream of the server's behind a wait for the release word, answered (``Reply``: where the
-outputs will be) before it runs, and followed by ``Finished`` once it ran. The
+outputs will be) before it runs, and followed by ``Finished`` once it ran. On the CPU a call is decoded
+and its input views made, then the server says ``Armed`` and waits for the ``Release`` (the driver copies
+the inputs meanwhile, with this process stopped), runs it, and answers ``Reply`` and ``Finished``. The
 in-process checks here (ATen audit, memory poisoning, CUDA-event times, tensor-subclass detection)
 are advisory: their findings can only hurt the candidate, and native code may silence them.
 """
@@ -33,10 +35,23 @@ from typing import Any
 
 import torch
 
-from cuda_gym.errors import CandidateError
+from cuda_gym.errors import CandidateError, ProtocolError
 from cuda_gym.judge import harness
 from cuda_gym.judge.audit import OpAudit
-from cuda_gym.judge.messages import Calibrate, Call, Finished, Hello, Load, Loaded, Reply, Segment, Shutdown, TensorRef
+from cuda_gym.judge.messages import (
+    Armed,
+    Calibrate,
+    Call,
+    Finished,
+    Hello,
+    Load,
+    Loaded,
+    Release,
+    Reply,
+    Segment,
+    Shutdown,
+    TensorRef,
+)
 from cuda_gym.judge.transport import (
     DONE_WORD,
     RELEASE_WORD,
@@ -254,7 +269,18 @@ class Server:
         return _nullcontext()
 
     def _wait_release(self, pending: _Pending) -> None:
-        """GPU: everything enqueued from here on waits until the driver's stream writes the release word."""
+        """Nothing of the call's work starts before the driver releases it. GPU: everything enqueued from here
+        on waits until the driver's stream writes the release word. CPU: the server says ``Armed`` and waits
+        for the ``Release``, which the driver sends once it copied the inputs (the server stopped meanwhile)
+        and started its clock: decoding the call and making its input views stay out of the window."""
+        if not self.cuda:
+            self.channel.send(Armed(seq=pending.seq))
+            release, fds = self.channel.recv(Release)
+            for fd in fds:
+                os.close(fd)
+            if release.seq != pending.seq:
+                raise ProtocolError(f"the release of call {release.seq} came for call {pending.seq}")
+            pending.received = time.perf_counter()
         pending.started = time.perf_counter()
         if self.flags is not None:
             self.flags.wait(self.stream.cuda_stream, RELEASE_WORD, pending.seq)

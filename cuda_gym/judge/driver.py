@@ -41,7 +41,21 @@ import torch
 from cuda_gym.errors import DeviceStuckError, JudgeError, ProtocolError, SandboxError, StopTimeout, UnreadableAnswer
 from cuda_gym.judge import harness
 from cuda_gym.judge.cpu_load import smt_siblings
-from cuda_gym.judge.messages import Calibrate, Call, Finished, Hello, Load, Loaded, Reply, Shutdown, TensorRef, Value, encode
+from cuda_gym.judge.messages import (
+    Armed,
+    Calibrate,
+    Call,
+    Finished,
+    Hello,
+    Load,
+    Loaded,
+    Release,
+    Reply,
+    Shutdown,
+    TensorRef,
+    Value,
+    encode,
+)
 from cuda_gym.judge.transport import (
     DONE_WORD,
     FLAG_WORDS,
@@ -56,6 +70,7 @@ from cuda_gym.judge.transport import (
     StreamFlags,
     check_output_ref,
     close_fds,
+    contiguous_strides,
     dtype_of,
     from_value,
     own_stream,
@@ -463,29 +478,50 @@ class ServerSession:
         return result
 
     def _call_cpu(self, inputs: list[Any], call: Call, timeout_s: float) -> CallResult:
-        """CPU: the inputs go into the arena while the server is stopped; the driver's clock runs from before
-        it lets the server go on, through the send, to the sample read.
+        """CPU: the server decodes the call and arms it; the driver stops the server, copies the inputs into
+        the arena, starts its clock, lets the server go on and releases the call; the clock runs to the sample
+        read.
 
         The server maps the arena: a server thread that watched it computed pages of the output as the
         driver's copy wrote their inputs, before the clock (red team 3, r02). So every process of the
-        server's sandbox is stopped (``SIGSTOP``, every thread seen stopped) before the copy, and continued
-        only once the clock runs (docs/judge.md, "The CPU window")."""
+        server's sandbox is stopped (``SIGSTOP``, every thread seen stopped) while the inputs are copied, and
+        continued only once the clock runs (docs/judge.md, "The CPU window"). The server's own protocol work
+        before its ``forward`` (decoding the call, making the input views) is done before the clock, where a
+        native message loop faster than the trusted one gains nothing (red team 3, r01)."""
         assert self.channel is not None
+        values, copies = self._arena_layout(inputs)
+        release = encode(Release(seq=call.seq))
+        draws = self._draw_positions()
+        try:
+            self.channel.send(encode(replace(call, inputs=tuple(values))))
+            armed, afds = self.channel.recv((Armed, Reply), timeout_s, self._alive)
+            close_fds(afds)
+            if isinstance(armed, Reply):  # it failed before its work could start: no window
+                failure = self._reply_failure(armed)
+                if not failure:
+                    raise ProtocolError("an answer with outputs before the call was released")
+                finished = self._finished(call.seq, timeout_s)
+                return CallResult(error=self.dead) if finished is None else self._result(armed, finished, failure)
+            if armed.seq != call.seq:
+                raise ProtocolError(f"call {armed.seq} armed while waiting for {call.seq}")
+        except PeerGone as exc:
+            return self._gone(exc)
+        except Exception as exc:  # noqa: BLE001 - the server's message is the candidate's fault
+            log.debug("unreadable arming", exc_info=True)
+            return self._refuse(f"the server's answer could not be read: {type(exc).__name__}: {exc}")
         try:
             paused = self.proc.pause(PAUSE_TIMEOUT_S)
         except StopTimeout as exc:
             return self._refuse(f"the server could not be stopped while its inputs were copied: {exc}")
         try:
-            values = self._arena_inputs(inputs)
-            payload = encode(replace(call, inputs=tuple(values)))  # before the window: only the send is timed
-            draws = self._draw_positions()
+            self._copy_inputs(copies)
         except BaseException:
             self.proc.resume(paused)
             raise
         t0 = time.perf_counter()
         self.proc.resume(paused)
         try:
-            self.channel.send(payload)
+            self.channel.send(release)
             reply, rfds = self.channel.recv(Reply, timeout_s, self._alive)
             close_fds(rfds)
             t_reply = time.perf_counter()
@@ -944,22 +980,27 @@ class ServerSession:
             os.close(fd)
         return msg
 
-    def _arena_inputs(self, inputs: list[Any]) -> list[Value]:
-        """CPU: copy the inputs into the arena (from its start) and describe them."""
+    def _arena_layout(self, inputs: list[Any]) -> tuple[list[Value], list[tuple[torch.Tensor, torch.Tensor]]]:
+        """CPU: where each input goes in the arena (from its start), described, and the copies to make there
+        (arena view, input): nothing is written yet."""
         assert self.arena is not None
         self.arena.reset()
-        shared: list[torch.Tensor] = []
+        copies: list[tuple[torch.Tensor, torch.Tensor]] = []
 
         def ref(t: torch.Tensor) -> TensorRef:
             assert self.arena is not None
-            view, r = self.arena.place(t)
-            shared.append(view)
+            view, r = self.arena.reserve(t)
+            copies.append((view, t))
             return r
 
         values = [to_value(x, ref) for x in inputs]
-        self.shared_inputs = shared
-        return values
+        self.shared_inputs = [view for view, _ in copies]
+        return values, copies
 
+    def _copy_inputs(self, copies: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """CPU: write the inputs into the arena (the server is stopped meanwhile)."""
+        for view, t in copies:
+            view.copy_(t.detach())
 
     def _draw_positions(self) -> list[Any]:
         """Secret random numbers for each expected output's sample, drawn before the window opens so that the
@@ -1214,15 +1255,6 @@ def dense_span(t: torch.Tensor) -> bool:
             return False
         step *= size
     return True
-
-
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Row-major strides (in elements) of ``shape``."""
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(d, 1)
-    return tuple(reversed(strides))
 
 
 def check_samples(outputs: Any, samples: Sequence[tuple[Any, torch.Tensor]]) -> str:

@@ -116,7 +116,9 @@ class Call:
 
     On a GPU the server enqueues the call behind a wait for the release word (``seq``) and answers as soon
     as the work is enqueued: the inputs' bytes are copied in by the driver's stream only after that, just
-    before the release. ``audit`` asks for the advisory ATen audit and memory poisoning (correctness
+    before the release. On the CPU the server makes the input views, says ``Armed`` and waits for the
+    ``Release``: the driver copies the inputs into the arena in between, while the server is stopped.
+    ``audit`` asks for the advisory ATen audit and memory poisoning (correctness
     calls; every timed call is checked too, so knowing this gains nothing); ``noop`` (calibration only)
     runs one tiny kernel and returns the calibration outputs (so the calibrated overhead includes a launch
     and the GPU's switch to the server's context and back); ``profile`` runs the call under
@@ -129,6 +131,14 @@ class Call:
     audit: bool = False
     noop: bool = False
     profile: bool = False
+
+
+@dataclass(frozen=True)
+class Release:
+    """CPU: run the armed call ``seq`` now. Its inputs are in the arena (copied while the server was stopped)
+    and the driver's clock runs."""
+
+    seq: int
 
 
 @dataclass(frozen=True)
@@ -145,6 +155,15 @@ class Hello:
 
     pid: int
     device: str
+
+
+@dataclass(frozen=True)
+class Armed:
+    """CPU: the call ``seq`` is decoded and its input views are made (its inputs are not there yet); the
+    server waits for its ``Release``. A call that fails before it is armed is answered with a ``Reply``
+    instead."""
+
+    seq: int
 
 
 @dataclass(frozen=True)
@@ -375,8 +394,10 @@ MESSAGES: dict[str, type] = {
         Calibrate,
         Load,
         Call,
+        Release,
         Shutdown,
         Hello,
+        Armed,
         Loaded,
         Reply,
         Finished,

@@ -303,6 +303,15 @@ def view(flat: torch.Tensor, ref: TensorRef) -> torch.Tensor:
 # ---------------------------------------------------------------------- CPU: arena and remote reads
 
 
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major strides (in elements) of ``shape``."""
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(d, 1)
+    return tuple(reversed(strides))
+
+
 class HostArena:
     """A ``memfd`` region both processes map: the driver writes each call's inputs into it.
 
@@ -333,7 +342,13 @@ class HostArena:
 
     def place(self, t: torch.Tensor) -> tuple[torch.Tensor, TensorRef]:
         """Copy ``t`` (contiguous) into the arena; the arena view and its reference."""
-        src = t.detach().contiguous()
+        dst, ref = self.reserve(t)
+        dst.copy_(t.detach())
+        return dst, ref
+
+    def reserve(self, t: torch.Tensor) -> tuple[torch.Tensor, TensorRef]:
+        """The arena view (not written yet) and the reference where ``t`` (contiguous) goes next."""
+        src = t.detach()
         nbytes = src.numel() * src.element_size()
         start = -(-self.top // self.ALIGN) * self.ALIGN
         if start + nbytes > self.size:
@@ -342,14 +357,12 @@ class HostArena:
         ref = TensorRef(
             dtype=str(src.dtype).replace("torch.", ""),
             shape=tuple(src.shape),
-            strides=tuple(src.stride()),
+            strides=contiguous_strides(tuple(src.shape)),
             offset=0,
             segment=0,
             base=start,
         )
-        dst = view(self.flat[start:], ref)
-        dst.copy_(src)
-        return dst, ref
+        return view(self.flat[start:], ref), ref
 
     def tensor(self, ref: TensorRef) -> torch.Tensor:
         """The arena tensor ``ref`` describes."""
