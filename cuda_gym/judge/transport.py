@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from cuda_gym.errors import JudgeError, PeerGone, ProtocolError
@@ -435,30 +436,38 @@ class RemoteMemory:
         return view(flat, shifted).clone() if nbytes else torch.empty(ref.shape, dtype=dtype_of(ref.dtype))
 
     def gather(self, ref: TensorRef, positions: Sequence[int]) -> torch.Tensor:
-        """The elements at flat ``positions`` (row-major over ``shape``) of the tensor ``ref`` describes."""
+        """The elements at flat ``positions`` (row-major over ``shape``) of the tensor ``ref`` describes.
+
+        Inside the CPU window (the sample read): the addresses and both ``iovec`` arrays are computed as int64
+        arrays, not per element in Python (a quarter of a millisecond less per call, all of it clock noise
+        and time that a server answering before its work is done would have to finish in)."""
         dt = dtype_of(ref.dtype)
         size = dt.itemsize
-        out = bytearray(size * len(positions))
-        buf = (ctypes.c_char * len(out)).from_buffer(out)
-        addrs = [ref.base + size * element_offset(ref, p) for p in positions]
-        for lo in range(0, len(addrs), self.IOV_MAX):
-            part = addrs[lo : lo + self.IOV_MAX]
-            local = (_IOVec * len(part))(*[_IOVec(ctypes.addressof(buf) + size * (lo + i), size) for i in range(len(part))])
-            remote = (_IOVec * len(part))(*[_IOVec(a, size) for a in part])
-            n = _libc().process_vm_readv(self.pid, local, len(part), remote, len(part), 0)
-            if n != size * len(part):
+        k = len(positions)
+        out = bytearray(size * k)
+        if k == 0:
+            return torch.empty(0, dtype=dt)
+        rest = np.fromiter(positions, dtype=np.int64, count=k)
+        offsets = np.full(k, ref.offset, dtype=np.int64)
+        for extent, stride in zip(reversed(ref.shape), reversed(ref.strides)):
+            rest, index = np.divmod(rest, extent)
+            offsets += index * stride
+        remote = np.empty((k, 2), dtype=np.uint64)
+        remote[:, 0] = offsets * size + ref.base
+        remote[:, 1] = size
+        local = np.empty((k, 2), dtype=np.uint64)
+        start = ctypes.addressof((ctypes.c_char * len(out)).from_buffer(out))
+        local[:, 0] = np.arange(start, start + size * k, size, dtype=np.uint64)
+        local[:, 1] = size
+        step = ctypes.sizeof(_IOVec)
+        for lo in range(0, k, self.IOV_MAX):
+            n = min(self.IOV_MAX, k - lo)
+            got = _libc().process_vm_readv(self.pid, ctypes.c_void_p(local.ctypes.data + lo * step), n,
+                                           ctypes.c_void_p(remote.ctypes.data + lo * step), n, 0)
+            if got != size * n:
                 err = ctypes.get_errno()
                 raise OSError(err, f"process_vm_readv of sampled elements: {os.strerror(err)}")
-        return torch.frombuffer(out, dtype=dt).clone() if positions else torch.empty(0, dtype=dt)
-
-
-def element_offset(ref: TensorRef, flat_index: int) -> int:
-    """The element offset (from ``base``) of row-major element ``flat_index`` of the view ``ref``."""
-    off = ref.offset
-    for dim in range(len(ref.shape) - 1, -1, -1):
-        flat_index, i = divmod(flat_index, ref.shape[dim])
-        off += i * ref.strides[dim]
-    return off
+        return torch.frombuffer(out, dtype=dt).clone()
 
 
 # ---------------------------------------------------------------------- GPU: VMM segments
