@@ -52,6 +52,7 @@ from cuda_gym.judge.messages import (
     Shutdown,
     TensorRef,
 )
+from cuda_gym.judge.syscall_filter import deny_userfaultfd
 from cuda_gym.judge.transport import (
     DONE_WORD,
     RELEASE_WORD,
@@ -438,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python3 -m cuda_gym.judge.candidate_server FD DEVICE [VMM_POOL_LIBRARY]", file=sys.stderr)
         return 2
     fd, device = int(args[0]), args[1]
+    if not deny_userfaultfd():  # before any submission code: it holds for every thread and child after
+        print("candidate server: the userfaultfd filter could not be installed", file=sys.stderr)
     sock = socket.socket(fileno=fd)
     channel = Channel(sock, spin=device.startswith("cuda"))
     os.dup2(2, 1)  # candidate prints go to the captured log, never near the protocol

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -56,6 +57,7 @@ from cuda_gym.judge.messages import (
     Value,
     encode,
 )
+from cuda_gym.judge.syscall_filter import is_filtered
 from cuda_gym.judge.transport import (
     DONE_WORD,
     FLAG_WORDS,
@@ -285,6 +287,8 @@ class ServerSession:
             raise JudgeError("the candidate server greeted with the wrong device or without credentials")
         self.channel.spin = self.cuda
         self.host_pid = self.channel.peer_pid
+        if not is_filtered(self.host_pid):
+            _warn_unfiltered()
         self.init_pid = _namespace_init(self.host_pid)
         self.remote = RemoteMemory(self.host_pid)
 
@@ -1196,6 +1200,13 @@ def _gate_stream(device: str) -> Any:
     if device not in _GATE_STREAMS:
         _GATE_STREAMS[device] = own_stream(device, blocking=False)
     return _GATE_STREAMS[device]
+
+
+@functools.cache
+def _warn_unfiltered() -> None:
+    log.warning("a candidate server runs without its userfaultfd filter (cuda_gym.judge.syscall_filter: another "
+                "architecture, or a kernel without seccomp): where the host allows unprivileged userfaults, a "
+                "submission could compute its CPU outputs while the driver reads them")
 
 
 def _cpu_parts(t0: float, marks: Sequence[float], t_reply: float, t1: float) -> dict[str, float]:
