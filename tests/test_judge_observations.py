@@ -7,7 +7,8 @@ import subprocess
 import sys
 import time
 
-from cuda_gym.judge.driver import _children, _cpu_ticks, _process_runtime_ns, _thread_runtime_ns, helper_runtime_ns
+from cuda_gym.judge.driver import _cpu_ticks, _process_runtime_ns, _thread_runtime_ns, helper_runtime_ns
+from cuda_gym.process_stop import children
 
 SPIN_THEN_EXIT = """
 import threading, time, sys
@@ -43,13 +44,13 @@ def test_children_of_every_thread_are_listed() -> None:
                                "print('up', flush=True); time.sleep(30)"], stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout is not None and parent.stdout.readline().strip() == "up"
-        kids = _children(parent.pid)
+        kids = children(parent.pid)
         assert len(kids) == 1 and open(f"/proc/{kids[0]}/comm").read().strip() == "sleep"
         assert _cpu_ticks("/proc/0/stat", children=True) is None  # unreadable: no reading, not zero
         assert helper_runtime_ns(2**22 + 1) is None and _process_runtime_ns(2**22 + 1) is None
         assert _thread_runtime_ns(0, 0) is None
     finally:
-        for pid in _children(parent.pid):
+        for pid in children(parent.pid):
             os.kill(pid, 9)
         parent.kill()
         parent.wait()

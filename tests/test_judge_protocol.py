@@ -80,7 +80,14 @@ def test_values_describe_structures_and_views_respect_offsets() -> None:
     arena = HostArena(1 << 16)
     a, b = torch.randn(4, 5), torch.arange(7, dtype=torch.int64)
     refs = []
-    value = to_value((a, [b, 2.5, None], {"k": True}), lambda t: refs.append(arena.place(t)[1]) or refs[-1])
+
+    def place(t: torch.Tensor) -> TensorRef:
+        view, ref = arena.reserve(t)
+        view.copy_(t)
+        refs.append(ref)
+        return ref
+
+    value = to_value((a, [b, 2.5, None], {"k": True}), place)
     back = from_value(value, arena.tensor)
     assert torch.equal(back[0], a) and torch.equal(back[1][0], b) and back[1][1:] == [2.5, None] and back[2] == {"k": True}
     assert refs[0].base != refs[1].base  # two inputs never alias
@@ -234,7 +241,9 @@ def test_the_cpu_window_starts_after_the_server_decoded_its_call(tmp_path) -> No
     session = ServerSession(spec)
     session.start(None)
     try:
+        started = time.perf_counter()
         session.calibrate(torch.zeros(64), lambda: [torch.randn(64)], 1 << 16)
+        assert time.perf_counter() - started > 0.03 * len(session.noop_trips)  # the slow decoding did run
         assert statistics.median(session.noop_trips) < 15.0, session.noop_trips
     finally:
         session.close()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_gym.process_stop import STOPPED_STATES, continue_tree, stop_tree, tree
+from cuda_gym.process_stop import HELD_STATES, continue_tree, stop_tree, thread_states, tree
 from cuda_gym.sandbox import Limits, Sandbox, available_modes
 from sandbox_helpers import cgroup_here
 
@@ -53,16 +53,6 @@ def _sizes(folder: Path, names: list[str]) -> list[int]:
     return [(folder / n).stat().st_size if (folder / n).exists() else 0 for n in names]
 
 
-def _threads_states(pid: int) -> list[str]:
-    states = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            states.append(Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0])
-        except OSError:
-            continue
-    return states
-
-
 def _wait_growing(folder: Path, names: list[str], since: list[int] | None = None, timeout_s: float = 20.0) -> None:
     """Until every file has grown past ``since`` (its size there; default: empty). Sandboxes run at a low
     priority: on a loaded machine they may wait long for a CPU."""
@@ -81,7 +71,7 @@ def test_a_stopped_tree_runs_nothing_until_it_is_continued(tmp_path: Path) -> No
         stopped = stop_tree(proc.pid, timeout_s=2.0)
         assert len(stopped) == 2, stopped  # the parent and its child
         for pid in stopped:
-            assert set(_threads_states(pid)) <= STOPPED_STATES, _threads_states(pid)
+            assert set(thread_states(pid)) <= HELD_STATES, thread_states(pid)
         before = _sizes(tmp_path, ["child", "thread"])
         time.sleep(0.2)
         assert _sizes(tmp_path, ["child", "thread"]) == before, "a stopped thread or child wrote"
@@ -103,7 +93,7 @@ def test_a_tree_that_keeps_forking_is_caught_up_with(tmp_path: Path) -> None:
         members = tree(proc.pid)
         assert set(members) <= set(stopped), (members, stopped)
         for pid in members:
-            assert set(_threads_states(pid)) <= STOPPED_STATES
+            assert set(thread_states(pid)) <= HELD_STATES
         time.sleep(0.1)
         assert tree(proc.pid) == members, "the stopped tree changed"
         continue_tree(stopped)
@@ -130,7 +120,7 @@ def test_a_paused_sandbox_runs_nothing_orphans_included(mode: str, tmp_path: Pat
         paused = proc.pause(2.0)
         assert len(paused) >= 2, paused  # the shell and the orphan at least (and the wrapper, the init)
         for pid in paused:
-            assert set(_threads_states(pid)) <= STOPPED_STATES, (pid, _threads_states(pid))
+            assert set(thread_states(pid)) <= HELD_STATES, (pid, thread_states(pid))
         before = _sizes(box, ["orphan", "main"])
         time.sleep(0.2)
         assert _sizes(box, ["orphan", "main"]) == before, "a paused sandbox wrote"
@@ -157,7 +147,7 @@ def test_the_cpu_driver_copies_a_calls_inputs_while_its_server_is_stopped(tmp_pa
     seen: list[dict[int, list[str]]] = []
 
     def watched(copies: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-        seen.append({pid: _threads_states(pid) for pid in tree(session.proc.pid)})
+        seen.append({pid: thread_states(pid) for pid in tree(session.proc.pid)})
         copy(copies)
 
     session._copy_inputs = watched  # type: ignore[method-assign]
@@ -167,7 +157,7 @@ def test_the_cpu_driver_copies_a_calls_inputs_while_its_server_is_stopped(tmp_pa
         assert len(seen) > CALIBRATION_CALLS
         server = session.host_pid
         for states in seen:
-            assert server in states and all(set(s) <= STOPPED_STATES for s in states.values()), states
-        assert not set(_threads_states(server)) <= STOPPED_STATES, "the server was left stopped"
+            assert server in states and all(set(s) <= HELD_STATES for s in states.values()), states
+        assert not set(thread_states(server)) <= HELD_STATES, "the server was left stopped"
     finally:
         session.close()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cuda_gym.judge.syscall_filter import is_filtered, userfaultfd_filter
+from cuda_gym.judge.syscall_filter import userfaultfd_filter
 
 pytestmark = pytest.mark.skipif(userfaultfd_filter(platform.machine()) is None,
                                 reason="the filter is built for x86-64 and aarch64 only")
@@ -72,6 +72,85 @@ def test_a_candidate_server_runs_under_the_filter(tmp_path: Path) -> None:
     session.start(None)
     try:
         session.calibrate(torch.zeros(64), lambda: [torch.randn(64)], 1 << 16)
-        assert is_filtered(session.host_pid)
+        assert session.filtered
+        status = Path(f"/proc/{session.host_pid}/status").read_text()
+        assert "Seccomp:\t2" in status, status
     finally:
         session.close()
+
+
+INT80 = r"""
+#include <stdio.h>
+int main(void) {
+    long ret;  /* i386 userfaultfd (374) through the 32-bit entry, from a 64-bit process */
+    __asm__ volatile("int $0x80" : "=a"(ret) : "a"(374L), "b"(0x80000L | 1L) : "memory");
+    printf("%ld\n", ret);
+    return 0;
+}
+"""
+
+RUN_FILTERED = """
+import os, sys
+from cuda_gym.judge.syscall_filter import deny_userfaultfd
+assert deny_userfaultfd()
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the 32-bit entry of x86-64")
+def test_the_32_bit_and_x32_entries_are_refused_too(tmp_path: Path) -> None:
+    """A number-only filter passes ``int $0x80`` (arch i386, userfaultfd 374) and x32's numbers: the filter
+    refuses every syscall of another ABI."""
+    import shutil
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    (tmp_path / "int80.c").write_text(INT80)
+    subprocess.run([cc, "-O0", "-o", str(tmp_path / "int80"), str(tmp_path / "int80.c")], check=True)
+    plain = subprocess.run([str(tmp_path / "int80")], capture_output=True, text=True, check=True).stdout.strip()
+    filtered = subprocess.run([sys.executable, "-c", RUN_FILTERED, str(tmp_path / "int80")], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    if plain == "-38":  # ENOSYS: this kernel has no 32-bit entry (ia32 emulation off)
+        pytest.skip("no 32-bit syscall entry on this kernel")
+    assert int(plain) >= 0, plain  # a userfault descriptor through the 32-bit entry, unfiltered
+    assert filtered == "-1", filtered  # -EPERM
+    x32 = subprocess.run([sys.executable, "-c", TRY_X32], capture_output=True, text=True, check=True).stdout.strip()
+    assert x32 == "Operation not permitted", x32
+
+
+TRY_X32 = """
+import ctypes, os
+from cuda_gym.judge.syscall_filter import X32_SYSCALL_BIT, deny_userfaultfd
+assert deny_userfaultfd()
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.syscall(X32_SYSCALL_BIT | 323, os.O_CLOEXEC | 1)
+print("fd" if fd >= 0 else os.strerror(ctypes.get_errno()))
+"""
+
+
+TRY_DEVICE = """
+import fcntl, os, sys
+from cuda_gym.judge.syscall_filter import USERFAULTFD_IOC_NEW, deny_userfaultfd
+fd = os.open("/dev/userfaultfd", os.O_RDWR | os.O_CLOEXEC)
+if sys.argv[1] == "filtered":
+    assert deny_userfaultfd()
+try:
+    print("fd" if fcntl.ioctl(fd, USERFAULTFD_IOC_NEW, os.O_CLOEXEC) >= 0 else "?")
+except OSError as exc:
+    print(exc.strerror)
+"""
+
+
+def test_the_userfaultfd_device_is_refused_too() -> None:
+    """``/dev/userfaultfd`` (the host's ``/dev`` in the sandbox's ``limits`` mode) makes a descriptor by ``ioctl``."""
+    import os
+
+    if not os.access("/dev/userfaultfd", os.R_OK | os.W_OK):
+        pytest.skip("no usable /dev/userfaultfd here")
+    plain = subprocess.run([sys.executable, "-c", TRY_DEVICE, "plain"], capture_output=True, text=True).stdout.strip()
+    if plain != "fd":
+        pytest.skip(f"the device makes no descriptor here ({plain})")
+    filtered = subprocess.run([sys.executable, "-c", TRY_DEVICE, "filtered"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    assert filtered == "Operation not permitted", filtered

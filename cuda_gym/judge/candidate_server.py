@@ -439,8 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python3 -m cuda_gym.judge.candidate_server FD DEVICE [VMM_POOL_LIBRARY]", file=sys.stderr)
         return 2
     fd, device = int(args[0]), args[1]
-    if not deny_userfaultfd():  # before any submission code: it holds for every thread and child after
-        print("candidate server: the userfaultfd filter could not be installed", file=sys.stderr)
+    filtered = deny_userfaultfd()  # before any submission code: it holds for every thread and child after
     sock = socket.socket(fileno=fd)
     channel = Channel(sock, spin=device.startswith("cuda"))
     os.dup2(2, 1)  # candidate prints go to the captured log, never near the protocol
@@ -449,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.cuda.set_device(device)
     harness.warm_device(device)
     server = Server(channel, device, args[2] if len(args) == 3 else "")
-    channel.send(Hello(pid=os.getpid(), device=device), credentials=True)
+    channel.send(Hello(pid=os.getpid(), device=device, filtered=filtered), credentials=True)
     try:
         server.serve()
     except PeerGone:

@@ -57,7 +57,6 @@ from cuda_gym.judge.messages import (
     Value,
     encode,
 )
-from cuda_gym.judge.syscall_filter import is_filtered
 from cuda_gym.judge.transport import (
     DONE_WORD,
     FLAG_WORDS,
@@ -81,6 +80,7 @@ from cuda_gym.judge.transport import (
     to_value,
     vmm_pool_library,
 )
+from cuda_gym.process_stop import children, thread_states
 from cuda_gym.sandbox import Limits, Sandbox
 
 log = logging.getLogger(__name__)
@@ -253,6 +253,8 @@ class ServerSession:
         self._reply_outputs: Value | None = None
         self._samples: list[tuple[Any, torch.Tensor]] = []
         self._pending_fds: list[int] = []
+        self.filtered = False
+        """Whether the server said (in its ``Hello``, before any submission code) that its seccomp filter is on."""
         self.noop_trips: list[float] = []
         """The calibration calls' windows in ms (diagnostics: their percentiles)."""
 
@@ -287,7 +289,8 @@ class ServerSession:
             raise JudgeError("the candidate server greeted with the wrong device or without credentials")
         self.channel.spin = self.cuda
         self.host_pid = self.channel.peer_pid
-        if not is_filtered(self.host_pid):
+        self.filtered = hello.filtered
+        if not hello.filtered:
             _warn_unfiltered()
         self.init_pid = _namespace_init(self.host_pid)
         self.remote = RemoteMemory(self.host_pid)
@@ -494,10 +497,11 @@ class ServerSession:
         native message loop faster than the trusted one gains nothing (red team 3, r01)."""
         assert self.channel is not None
         values, copies = self._arena_layout(inputs)
+        payload = encode(replace(call, inputs=tuple(values)))
         release = encode(Release(seq=call.seq))
         draws = self._draw_positions()
         try:
-            self.channel.send(encode(replace(call, inputs=tuple(values))))
+            self.channel.send(payload)
             armed, afds = self.channel.recv((Armed, Reply), timeout_s, self._alive)
             close_fds(afds)
             if isinstance(armed, Reply):  # it failed before its work could start: no window
@@ -513,10 +517,9 @@ class ServerSession:
         except Exception as exc:  # noqa: BLE001 - the server's message is the candidate's fault
             log.debug("unreadable arming", exc_info=True)
             return self._refuse(f"the server's answer could not be read: {type(exc).__name__}: {exc}")
-        try:
-            paused = self.proc.pause(PAUSE_TIMEOUT_S)
-        except StopTimeout as exc:
-            return self._refuse(f"the server could not be stopped while its inputs were copied: {exc}")
+        paused = self._pause()
+        if paused is None:
+            return CallResult(error=self.dead)
         try:
             self._copy_inputs(copies)
         except BaseException:
@@ -890,9 +893,10 @@ class ServerSession:
     def child_processes(self) -> list[int]:
         """Processes the server started that are still alive: its children, and the other children of the
         sandbox's init (a process forked twice is reparented there), from ``/proc``."""
-        kids = [p for p in _children(self.host_pid) if p != self.host_pid]
-        if self.init_pid:
-            kids += [p for p in _children(self.init_pid) if p != self.host_pid]
+        kids: list[int] = []
+        for parent in (self.host_pid, self.init_pid) if self.init_pid else (self.host_pid,):
+            with contextlib.suppress(OSError):  # /proc cannot list children here: none seen, as before
+                kids += [p for p in children(parent) if p != self.host_pid]
         return kids
 
     def helper_cpu_s(self) -> float | None:
@@ -984,6 +988,30 @@ class ServerSession:
             os.close(fd)
         return msg
 
+    def _pause(self) -> list[int] | None:
+        """CPU: stop the server's whole sandbox before the input copy; the processes stopped, the server's own
+        first (it is continued first), or ``None`` with the session ended (``dead``) when the server is gone
+        or cannot be stopped. ``JudgeError`` when this host cannot stop it (``/proc`` cannot list the tree, a
+        member may not be signalled, the server is not in its sandbox's tree)."""
+        if not self._alive():
+            self._gone(PeerGone("the server exited"))
+            return None
+        try:
+            paused = self.proc.pause(PAUSE_TIMEOUT_S)
+        except StopTimeout as exc:
+            self._refuse(f"the server could not be stopped while its inputs were copied: {exc}")
+            return None
+        except OSError as exc:
+            raise JudgeError(f"the candidate server's sandbox cannot be stopped on this host: {exc}") from exc
+        if self.host_pid not in paused:
+            self.proc.resume(paused)
+            if not self._alive() or not thread_states(self.host_pid):
+                self._gone(PeerGone("the server exited"))
+                return None
+            raise JudgeError(f"the candidate server (pid {self.host_pid}) is not in its sandbox's process tree "
+                             f"({paused}): it cannot be stopped while its inputs are copied")
+        return [self.host_pid] + [pid for pid in paused if pid != self.host_pid]
+
     def _arena_layout(self, inputs: list[Any]) -> tuple[list[Value], list[tuple[torch.Tensor, torch.Tensor]]]:
         """CPU: where each input goes in the arena (from its start), described, and the copies to make there
         (arena view, input): nothing is written yet."""
@@ -1068,18 +1096,6 @@ class ServerSession:
         cpu = None if self.dead else self.helper_cpu_s()
         if cpu is not None:
             self._idle_mark = (time.perf_counter(), cpu)
-
-
-def _children(pid: int) -> list[int]:
-    """The live children of every thread of process ``pid`` (``/proc/<pid>/task/<tid>/children``)."""
-    kids: list[int] = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError, ValueError):
-                kids += [int(p) for p in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
-    except OSError:
-        pass
-    return kids
 
 
 def _stat_fields(stat_path: str) -> list[int] | None:
@@ -1204,9 +1220,9 @@ def _gate_stream(device: str) -> Any:
 
 @functools.cache
 def _warn_unfiltered() -> None:
-    log.warning("a candidate server runs without its userfaultfd filter (cuda_gym.judge.syscall_filter: another "
-                "architecture, or a kernel without seccomp): where the host allows unprivileged userfaults, a "
-                "submission could compute its CPU outputs while the driver reads them")
+    log.warning("a candidate server could not install its userfaultfd filter (cuda_gym.judge.syscall_filter: "
+                "another architecture, or a kernel without seccomp): where the host allows unprivileged userfaults, "
+                "a submission could compute its CPU outputs while the driver reads them")
 
 
 def _cpu_parts(t0: float, marks: Sequence[float], t_reply: float, t1: float) -> dict[str, float]:

@@ -151,10 +151,12 @@ class Shutdown:
 
 @dataclass(frozen=True)
 class Hello:
-    """The server is up (trusted code only so far); ``pid`` in its own PID namespace."""
+    """The server is up (trusted code only so far); ``pid`` in its own PID namespace; ``filtered``: its
+    seccomp filter is installed (``cuda_gym.judge.syscall_filter``; said before any submission code ran)."""
 
     pid: int
     device: str
+    filtered: bool = False
 
 
 @dataclass(frozen=True)

@@ -264,9 +264,10 @@ class WarmServers:
                 continue
             try:
                 paused.append((proc, proc.pause(PAUSE_TIMEOUT_S)))
-            except StopTimeout:
-                log.warning("a warm server could not be stopped for a timed block: discarded")
+            except (StopTimeout, OSError) as exc:
+                log.warning("a warm server could not be stopped for a timed block (%s): discarded", exc)
                 self.stock.remove(warm)
+                proc.kill()  # first: a booting one's thread waits for a Hello that a half-stopped tree never sends
                 warm.discard()
         try:
             yield

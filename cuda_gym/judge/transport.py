@@ -316,8 +316,8 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 class HostArena:
     """A ``memfd`` region both processes map: the driver writes each call's inputs into it.
 
-    ``alloc`` hands out aligned byte ranges (``reset`` before each call); ``flat`` is the whole region
-    as a ``uint8`` tensor; ``ref_of`` describes a tensor placed in it.
+    ``reserve`` hands out aligned ranges for tensors (``reset`` before each call); ``flat`` is the whole
+    region as a ``uint8`` tensor; ``tensor`` is the view a reference describes.
     """
 
     ALIGN = 256
@@ -341,14 +341,8 @@ class HostArena:
         """Start placing inputs from the beginning again."""
         self.top = 0
 
-    def place(self, t: torch.Tensor) -> tuple[torch.Tensor, TensorRef]:
-        """Copy ``t`` (contiguous) into the arena; the arena view and its reference."""
-        dst, ref = self.reserve(t)
-        dst.copy_(t.detach())
-        return dst, ref
-
     def reserve(self, t: torch.Tensor) -> tuple[torch.Tensor, TensorRef]:
-        """The arena view (not written yet) and the reference where ``t`` (contiguous) goes next."""
+        """The arena view (contiguous, not written yet) and its reference, where a copy of ``t`` goes next."""
         src = t.detach()
         nbytes = src.numel() * src.element_size()
         start = -(-self.top // self.ALIGN) * self.ALIGN
