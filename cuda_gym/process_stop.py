@@ -117,6 +117,7 @@ def stop_tree(root: int, timeout_s: float, extra: Callable[[], Iterable[int]] | 
     done: set[int] = set()
     deadline = time.monotonic() + timeout_s
     clean: list[int] | None = None  # the members of the last pass that saw them all held
+    pause_s = 0.0001
     while True:
         members = tree(root)
         members += [p for p in (extra() if extra is not None else ()) if p not in members]
@@ -138,7 +139,8 @@ def stop_tree(root: int, timeout_s: float, extra: Callable[[], Iterable[int]] | 
                               f"{timeout_s:.1f} s of SIGSTOP")
         for pid in running:  # continued by a member in flight, or a tracer swallowed the first one
             _signal(pid, signal.SIGSTOP)
-        time.sleep(0.0001)
+        time.sleep(pause_s)  # growing: on a loaded machine the members need the CPU to stop
+        pause_s = min(pause_s * 2, 0.005)
 
 
 def continue_tree(pids: Iterable[int]) -> None:
