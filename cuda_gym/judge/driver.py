@@ -11,7 +11,9 @@ for the server's done word, reads a secret random sample of the output bytes. Th
 on the GPU's clock, in the driver's context: release to the last sample read, plus whatever the copy and
 the flush took beyond their bound calibrated on the same server (work of the server's context interleaved
 there is counted), minus the protocol overhead calibrated alike before any submission code was loaded.
-CPU: the driver's ``perf_counter`` from the send to the sample read, the inputs in a shared arena.
+CPU: the server arms the call (decodes it, makes its input views); the driver stops the server's sandbox,
+copies the inputs into the arena both map, and its ``perf_counter`` runs from before it continues the server
+and releases the call to the sample read.
 
 Afterwards it copies the whole output and compares it with the reference output for the same inputs;
 inputs are compared with the driver's own clones. What the driver observes itself, and so trusts: its
@@ -522,11 +524,9 @@ class ServerSession:
             return CallResult(error=self.dead)
         try:
             self._copy_inputs(copies)
-        except BaseException:
+            t0 = time.perf_counter()
+        finally:
             self.proc.resume(paused)
-            raise
-        t0 = time.perf_counter()
-        self.proc.resume(paused)
         try:
             self.channel.send(release)
             reply, rfds = self.channel.recv(Reply, timeout_s, self._alive)
