@@ -100,6 +100,8 @@ def test_native_hack_gains_nothing_without_static_rules(case: Case, tmp_path: Pa
     reward = milestone_reward(result)
     assert reward <= slow_base_reward, result.to_json()
     assert result.compiled, result.compile_log  # the hack ran: its verdict comes from the runtime checks
+    if case.head_start:  # the case's own count of the work it did before the clock could see it
+        assert result.candidate is not None and result.candidate.event_median_ms == 0, result.to_json()
     if case.runtime:
         found = {v.rule for v in result.violations} | ({"correctness"} if result.compiled and not result.correct else set())
         assert reward == -1 and found & set(case.runtime), (found, result.to_json())
