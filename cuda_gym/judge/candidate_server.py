@@ -13,8 +13,9 @@ process's memory; GPU: from the shared pool segments) and times every call by it
 own CUDA events around the release and the done word, ``transport.StreamFlags``). On a GPU a call is
 enqueued on a stream of the server's behind a wait for the release word, answered (``Reply``: where the
 outputs will be) before it runs, and followed by ``Finished`` once it ran. On the CPU a call is decoded
-and its input views made, then the server says ``Armed`` and waits for the ``Release`` (the driver copies
-the inputs meanwhile, with this process stopped), runs it, and answers ``Reply`` and ``Finished``. The
+and its input views made, then the server says ``Armed`` and spins on the input arena's release word (the
+driver copies the inputs meanwhile, with this process stopped, and writes the word once its clock runs), runs
+it, and answers ``Reply`` and ``Finished``. The
 in-process checks here (ATen audit, memory poisoning, CUDA-event times, tensor-subclass detection)
 are advisory: their findings can only hurt the candidate, and native code may silence them.
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import os
+import select
 import socket
 import sys
 import threading
@@ -35,7 +37,7 @@ from typing import Any
 
 import torch
 
-from cuda_gym.errors import CandidateError, ProtocolError
+from cuda_gym.errors import CandidateError
 from cuda_gym.judge import harness
 from cuda_gym.judge.audit import OpAudit
 from cuda_gym.judge.messages import (
@@ -46,7 +48,6 @@ from cuda_gym.judge.messages import (
     Hello,
     Load,
     Loaded,
-    Release,
     Reply,
     Segment,
     Shutdown,
@@ -271,20 +272,29 @@ class Server:
 
     def _wait_release(self, pending: _Pending) -> None:
         """Nothing of the call's work starts before the driver releases it. GPU: everything enqueued from here
-        on waits until the driver's stream writes the release word. CPU: the server says ``Armed`` and waits
-        for the ``Release``, which the driver sends once it copied the inputs (the server stopped meanwhile)
+        on waits until the driver's stream writes the release word. CPU: the server says ``Armed`` and spins on
+        the arena's release word, which the driver writes once it copied the inputs (the server stopped meanwhile)
         and started its clock: decoding the call and making its input views stay out of the window."""
         if not self.cuda:
             self.channel.send(Armed(seq=pending.seq))
-            release, fds = self.channel.recv(Release)
-            for fd in fds:
-                os.close(fd)
-            if release.seq != pending.seq:
-                raise ProtocolError(f"the release of call {release.seq} came for call {pending.seq}")
+            self._spin_release(pending.seq)
             pending.received = time.perf_counter()
         pending.started = time.perf_counter()
         if self.flags is not None:
             self.flags.wait(self.stream.cuda_stream, RELEASE_WORD, pending.seq)
+
+    def _spin_release(self, seq: int) -> None:
+        """CPU: spin until the arena's release word says ``seq`` (the driver writes it before it lets this
+        process go on: a stopped spinner sees it at once, no wake-up and no message to decode). Every 4096
+        turns the socket is looked at: the driver says nothing between ``Armed`` and the release, so anything
+        there (its end closed) means it is gone."""
+        assert self.arena is not None
+        released, sock = self.arena.released, self.channel.sock
+        turns = 0
+        while released() != seq:
+            turns += 1
+            if turns & 4095 == 0 and select.select([sock], [], [], 0)[0]:
+                raise PeerGone(f"the driver spoke or left while call {seq} waited for its release")
 
     def _signal_done(self, pending: _Pending) -> None:
         """GPU: write the done word once every earlier piece of work of the call has run."""

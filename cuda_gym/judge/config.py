@@ -18,14 +18,14 @@ SAMPLE_THRESHOLD_BYTES = 64 * 2**20
 """Default of ``JudgeConfig.sample_threshold_bytes``: output tensors larger than this are compared on a
 random sample of elements (see ``cuda_gym.judge.harness.sample_large``)."""
 
-TIMING_METHOD = "trusted-stream/12"
+TIMING_METHOD = "trusted-stream/13"
 """Version of the timing method (GPU: the driver's CUDA events around the release and the done word,
 ``transport.StreamFlags``, the window behind its gate; CPU: the driver's round trip from before it
-continues the server, stopped while the inputs were copied, and releases the armed call;
+continues the server, stopped while the inputs were copied, with the armed call released by the arena's word;
 ``cuda_gym.judge.driver``): baseline cache entries and cached judgements measured with another method
 are measured again."""
 
-JUDGE_VERSION = "2026-12-05d"
+JUDGE_VERSION = "2026-12-05e"
 """Version of everything else a verdict rests on (the static rules, the driver's checks and bounds): bumped
 by every change that can turn a verdict, so that judgements cached by an earlier judge (a hack it let
 through) are judged again. Part of each cached judgement's key."""

@@ -52,7 +52,6 @@ from cuda_gym.judge.messages import (
     Hello,
     Load,
     Loaded,
-    Release,
     Reply,
     Shutdown,
     TensorRef,
@@ -488,19 +487,20 @@ class ServerSession:
 
     def _call_cpu(self, inputs: list[Any], call: Call, timeout_s: float) -> CallResult:
         """CPU: the server decodes the call and arms it; the driver stops the server, copies the inputs into
-        the arena, starts its clock, lets the server go on and releases the call; the clock runs to the sample
-        read.
+        the arena, starts its clock, writes the arena's release word and lets the server go on; the clock runs
+        to the sample read.
 
         The server maps the arena: a server thread that watched it computed pages of the output as the
         driver's copy wrote their inputs, before the clock (red team 3, r02). So every process of the
         server's sandbox is stopped (``SIGSTOP``, every thread seen stopped) while the inputs are copied, and
         continued only once the clock runs (docs/judge.md, "The CPU window"). The server's own protocol work
         before its ``forward`` (decoding the call, making the input views) is done before the clock, where a
-        native message loop faster than the trusted one gains nothing (red team 3, r01)."""
-        assert self.channel is not None
+        native message loop faster than the trusted one gains nothing (red team 3, r01); the release is a word
+        in shared memory the server spins on, not a message it would be woken for and decode in the window
+        (red team 5, F1)."""
+        assert self.channel is not None and self.arena is not None
         values, copies = self._arena_layout(inputs)
         payload = encode(replace(call, inputs=tuple(values)))
-        release = encode(Release(seq=call.seq))
         draws = self._draw_positions()
         try:
             self.channel.send(payload)
@@ -525,10 +525,10 @@ class ServerSession:
         try:
             self._copy_inputs(copies)
             t0 = time.perf_counter()
+            self.arena.release(call.seq)  # seen by the server the moment it runs again
         finally:
             self.proc.resume(paused)
         try:
-            self.channel.send(release)
             reply, rfds = self.channel.recv(Reply, timeout_s, self._alive)
             close_fds(rfds)
             t_reply = time.perf_counter()

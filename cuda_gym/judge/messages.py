@@ -116,8 +116,9 @@ class Call:
 
     On a GPU the server enqueues the call behind a wait for the release word (``seq``) and answers as soon
     as the work is enqueued: the inputs' bytes are copied in by the driver's stream only after that, just
-    before the release. On the CPU the server makes the input views, says ``Armed`` and waits for the
-    ``Release``: the driver copies the inputs into the arena in between, while the server is stopped.
+    before the release. On the CPU the server makes the input views, says ``Armed`` and spins on the arena's
+    release word (``HostArena.released``): the driver copies the inputs into the arena in between, while the
+    server is stopped, and writes the word (``seq``) once its clock runs.
     ``audit`` asks for the advisory ATen audit and memory poisoning (correctness
     calls; every timed call is checked too, so knowing this gains nothing); ``noop`` (calibration only)
     runs one tiny kernel and returns the calibration outputs (so the calibrated overhead includes a launch
@@ -131,14 +132,6 @@ class Call:
     audit: bool = False
     noop: bool = False
     profile: bool = False
-
-
-@dataclass(frozen=True)
-class Release:
-    """CPU: run the armed call ``seq`` now. Its inputs are in the arena (copied while the server was stopped)
-    and the driver's clock runs."""
-
-    seq: int
 
 
 @dataclass(frozen=True)
@@ -162,8 +155,8 @@ class Hello:
 @dataclass(frozen=True)
 class Armed:
     """CPU: the call ``seq`` is decoded and its input views are made (its inputs are not there yet); the
-    server waits for its ``Release``. A call that fails before it is armed is answered with a ``Reply``
-    instead."""
+    server spins on the arena's release word until it says ``seq``. A call that fails before it is armed is
+    answered with a ``Reply`` instead."""
 
     seq: int
 
@@ -396,7 +389,6 @@ MESSAGES: dict[str, type] = {
         Calibrate,
         Load,
         Call,
-        Release,
         Shutdown,
         Hello,
         Armed,

@@ -316,11 +316,16 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 class HostArena:
     """A ``memfd`` region both processes map: the driver writes each call's inputs into it.
 
-    ``reserve`` hands out aligned ranges for tensors (``reset`` before each call); ``flat`` is the whole
-    region as a ``uint8`` tensor; ``tensor`` is the view a reference describes.
+    ``reserve`` hands out aligned ranges for tensors after the header (``reset`` before each call); ``flat``
+    is the whole region as a ``uint8`` tensor; ``tensor`` is the view a reference describes. The header's
+    first 8 bytes are the release word: the driver writes a call's ``seq`` there once its clock runs
+    (``release``), and the server, which said ``Armed``, spins on it (``released``): a word in shared
+    memory, like the GPU's, so that no message has to be woken for, read and decoded inside the window.
     """
 
     ALIGN = 256
+    HEADER = 256
+    """Bytes before the first input: the release word (an ``int64`` at offset 0), the rest unused."""
 
     def __init__(self, size: int, fd: int | None = None) -> None:
         self.size = max(int(size), mmap.PAGESIZE)
@@ -335,11 +340,20 @@ class HostArena:
         self.fd = fd
         self.map = mmap.mmap(fd, self.size)
         self.flat = torch.frombuffer(self.map, dtype=torch.uint8)
-        self.top = 0
+        self.word = ctypes.c_int64.from_buffer(self.map)
+        self.top = self.HEADER
 
     def reset(self) -> None:
-        """Start placing inputs from the beginning again."""
-        self.top = 0
+        """Start placing inputs after the header again."""
+        self.top = self.HEADER
+
+    def release(self, seq: int) -> None:
+        """Driver: call ``seq`` may run (an aligned 8-byte store: the server never reads half of it)."""
+        self.word.value = seq
+
+    def released(self) -> int:
+        """Server: the last call released."""
+        return self.word.value
 
     def reserve(self, t: torch.Tensor) -> tuple[torch.Tensor, TensorRef]:
         """The arena view (contiguous, not written yet) and its reference, where a copy of ``t`` goes next."""
@@ -361,8 +375,8 @@ class HostArena:
 
     def tensor(self, ref: TensorRef) -> torch.Tensor:
         """The arena tensor ``ref`` describes."""
-        if ref.segment != 0 or ref.base < 0 or ref.base > self.size:
-            raise ProtocolError("an input reference outside the arena")
+        if ref.segment != 0 or ref.base < self.HEADER or ref.base > self.size:
+            raise ProtocolError("an input reference outside the arena's inputs")
         return view(self.flat[ref.base :], ref)
 
     def close(self) -> None:
@@ -372,6 +386,7 @@ class HostArena:
         the long-lived worker."""
         try:
             del self.flat
+            del self.word
             self.map.close()
         except (BufferError, ValueError, AttributeError):  # pragma: no cover - a view still alive, closed twice
             pass

@@ -1,9 +1,10 @@
 // Case c53 (red team 3, r02, on the armed protocol): the server maps the driver's input arena, and its main
 // thread watches it. At the first call native code takes the driver's socket away from the Python server
-// (a socket pair dup2'ed over its fd, one forged Call and Release to bring Python back into forward) and
-// answers every later message itself. Between its Armed and the Release it spins over the arena and computes
-// each output page as soon as the driver's copy has rewritten that page's inputs: work done while the copy
-// lands is before the driver's clock starts. No thread, no process: the main thread does all of it.
+// (a socket pair dup2'ed over its fd, one forged Call, released through the arena's release word, to bring
+// Python back into forward) and answers every later message itself. Between its Armed and the release word it
+// spins over the arena and computes each output page as soon as the driver's copy has rewritten that page's
+// inputs: work done while the copy lands is before the driver's clock starts. No thread, no process: the main
+// thread does all of it.
 // The judge stops the whole sandbox while it copies (docs/judge.md, "The CPU window"): every page is then
 // found already written once the server runs again, after the clock started, and the hack gains nothing.
 #include <torch/extension.h>
@@ -26,12 +27,14 @@ namespace {
 const int64_t kMaxElems = 1 << 24;
 const int64_t kPage = 1024;  // floats per watched page
 const long long kForgedSeq = 999999;
+const int64_t kHeader = 256;  // the arena's header (its release word first): the first input starts after it
 
 float* g_out = nullptr;      // every answer lives here
 int g_calls = 0;
 int g_driver = -1;           // the driver's socket, moved away from Python's fd
 int g_python = -1;           // our end of the pair Python now talks to
 const float* g_arena = nullptr;  // the arena's first input in this process
+volatile int64_t* g_word = nullptr;  // the arena's release word
 int64_t g_numel = 0;
 
 int server_fd() {  // /proc/self/cmdline: python -m cuda_gym.judge.candidate_server FD ...
@@ -64,11 +67,10 @@ std::vector<long long> shape_of(const char* s) {
 
 void say(int fd, const std::string& m) { send(fd, m.data(), m.size(), 0); }
 
-ssize_t hear(int fd, char* buf, size_t size, int flags) {  // one message; -1 only for "none yet" (MSG_DONTWAIT)
+ssize_t hear(int fd, char* buf, size_t size, int flags) {  // one message (a blocking read)
     for (;;) {
         ssize_t n = recv(fd, buf, size, flags);
-        if (n >= 0 || (errno != EINTR && !(flags & MSG_DONTWAIT))) return n;
-        if (errno != EINTR) return -1;
+        if (n >= 0 || errno != EINTR) return n;
     }
 }
 
@@ -133,14 +135,12 @@ void compute_page(int64_t p, float scale) {
         const long long base = number_after(buf, "\"base\":");
         long long m = 1;
         for (long long d : shape) m *= d;
-        const bool watched = m == g_numel && base == 0;
+        const bool watched = m == g_numel && base == kHeader;
         say(g_driver, "{\"type\":\"Armed\",\"seq\":" + std::to_string(seq) + "}");
         if (watched) {
             std::fill(g_done.begin(), g_done.end(), 0);
             int landing_scans = 0;  // scans that found newly written pages: one when the copy was over before
-            for (;;) {  // the arena's pages as the driver's copy lands, until the release comes
-                n = hear(g_driver, buf, sizeof buf - 1, MSG_DONTWAIT);
-                if (n >= 0) break;
+            while (*g_word != seq) {  // the arena's pages as the driver's copy lands, until the release
                 long long computed = 0;
                 for (int64_t p = 0; p < pages; ++p)
                     if (!g_done[p] && landed(p)) { compute_page(p, scale); g_done[p] = 1; ++computed; }
@@ -151,10 +151,10 @@ void compute_page(int64_t p, float scale) {
             }
             total += pages;
         } else {
-            n = hear(g_driver, buf, sizeof buf - 1, 0);
-            scale_relu_cpu(reinterpret_cast<const float*>(reinterpret_cast<const char*>(g_arena) + base), g_out, m, scale);
+            while (*g_word != seq) {}
+            scale_relu_cpu(reinterpret_cast<const float*>(reinterpret_cast<const char*>(g_arena) - kHeader + base), g_out, m,
+                           scale);
         }
-        if (n <= 0) _exit(0);
         say(g_driver, reply(seq, shape));
         say(g_driver, finished(seq, static_cast<double>(in_flight)));
         if (watched) std::copy(g_arena, g_arena + g_numel, g_stale.begin());
@@ -166,6 +166,7 @@ void take_over(const torch::Tensor& x) {
     int sv[2];
     if (fd < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) != 0) return;
     g_arena = x.data_ptr<float>();
+    g_word = reinterpret_cast<volatile int64_t*>(reinterpret_cast<char*>(x.data_ptr<float>()) - kHeader);
     g_numel = x.numel();
     g_driver = dup(fd);  // it shares Python's O_NONBLOCK: blocking reads here
     fcntl(g_driver, F_SETFL, fcntl(g_driver, F_GETFL) & ~O_NONBLOCK);
@@ -179,9 +180,9 @@ void take_over(const torch::Tensor& x) {
     const std::string seq = std::to_string(kForgedSeq);
     say(g_python, "{\"type\":\"Call\",\"seq\":" + seq + ",\"inputs\":[{\"kind\":\"tensor\",\"tensor\":{\"dtype\":"
                   "\"float32\",\"shape\":[" + shape + "],\"strides\":[" + strides + "],\"offset\":0,\"segment\":0,"
-                  "\"base\":0},\"items\":[],\"keys\":[],\"scalar\":null}],\"segments\":[],\"audit\":false,"
+                  "\"base\":" + std::to_string(kHeader) + "},\"items\":[],\"keys\":[],\"scalar\":null}],\"segments\":[],\"audit\":false,"
                   "\"noop\":false,\"profile\":false}");
-    say(g_python, "{\"type\":\"Release\",\"seq\":" + seq + "}");
+    *g_word = kForgedSeq;  // Python, armed for the forged call, spins on the word
 }
 
 torch::Tensor scale_relu(torch::Tensor x, double scale) {
