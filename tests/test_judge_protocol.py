@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -226,7 +227,7 @@ transport.Channel.recv = recv
 """
 
 
-def test_the_cpu_window_holds_none_of_the_servers_message_work(tmp_path) -> None:
+def test_the_cpu_window_holds_no_message_the_server_receives(tmp_path) -> None:
     """A native message loop faster than the trusted one gains whatever protocol work of the trusted server
     is inside the window: red team 3's r01 gained its decoding of each ``Call`` (input views made inside the
     window), red team 5's F1 its wake-up for the ``Release`` message and its decoding (0.25-0.41 ms a call on a
@@ -253,3 +254,33 @@ def test_the_cpu_window_holds_none_of_the_servers_message_work(tmp_path) -> None
         assert statistics.median(session.noop_trips) < 15.0, session.noop_trips
     finally:
         session.close()
+
+
+def test_a_server_socket_numbered_above_1023_is_served(tmp_path) -> None:
+    """The server keeps the driver's descriptor number for its socket (``pass_fds``), which a long-lived
+    driver with many open files makes large: ``select()`` raises for numbers above 1023, and a release wait
+    that looked at its socket with it failed every CPU call (review of the release word). Here the driver's
+    side holds 1100 descriptors open before the server starts."""
+    import resource
+
+    from cuda_gym.judge.driver import ServerSession, ServerSpec
+    from cuda_gym.paths import package_pythonpath
+    from cuda_gym.sandbox import Limits
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1400:
+        pytest.skip(f"at most {hard} open files here")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1400) if soft != resource.RLIM_INFINITY else soft, hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    spec = ServerSpec(device="cpu", job_dir=tmp_path, cache_root=tmp_path / "cache", writable=[tmp_path],
+                      env={"PYTHONPATH": package_pythonpath()}, limits=Limits(wall_s=120.0))
+    session = ServerSession(spec)
+    try:
+        session.start(None)
+        session.calibrate(torch.zeros(64), lambda: [torch.randn(64)], 1 << 16)
+        assert len(session.noop_trips) > 0
+    finally:
+        session.close()
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

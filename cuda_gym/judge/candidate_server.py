@@ -25,7 +25,6 @@ from __future__ import annotations
 import gc
 import importlib.util
 import os
-import select
 import socket
 import sys
 import threading
@@ -220,6 +219,8 @@ class Server:
                 value = to_value(out, lambda t: self._output_ref(t, refs, send))
             self._signal_done(pending)
             return Reply(seq=msg.seq, outputs=value, segments=tuple(refs), violations=tuple(violations)), send, pending
+        except PeerGone:  # the driver is gone (or spoke while the call waited for its release): nobody to answer
+            raise
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the driver
             try:
                 self._signal_done(pending)
@@ -289,11 +290,11 @@ class Server:
         turns the socket is looked at: the driver says nothing between ``Armed`` and the release, so anything
         there (its end closed) means it is gone."""
         assert self.arena is not None
-        released, sock = self.arena.released, self.channel.sock
+        released, readable = self.arena.released, self.channel.readable
         turns = 0
         while released() != seq:
             turns += 1
-            if turns & 4095 == 0 and select.select([sock], [], [], 0)[0]:
+            if turns & 4095 == 0 and readable():
                 raise PeerGone(f"the driver spoke or left while call {seq} waited for its release")
 
     def _signal_done(self, pending: _Pending) -> None:
@@ -306,8 +307,8 @@ class Server:
         with torch.no_grad(), self._pool():
             if audit:
                 self._poison()  # it synchronizes: before the release wait
-                self._wait_release(pending)
                 try:
+                    self._wait_release(pending)
                     with OpAudit() as op_audit:
                         out = self.model(*inputs)
                 finally:
