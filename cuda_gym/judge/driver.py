@@ -894,7 +894,7 @@ class ServerSession:
         """Processes the server started that are still alive: its children, and the other children of the
         sandbox's init (a process forked twice is reparented there), from ``/proc``."""
         kids: list[int] = []
-        for parent in (self.host_pid, self.init_pid) if self.init_pid else (self.host_pid,):
+        for parent in filter(None, (self.host_pid, self.init_pid)):
             with contextlib.suppress(OSError):  # /proc cannot list children here: none seen, as before
                 kids += [p for p in children(parent) if p != self.host_pid]
         return kids
@@ -1013,7 +1013,7 @@ class ServerSession:
         return [self.host_pid] + [pid for pid in paused if pid != self.host_pid]
 
     def _arena_layout(self, inputs: list[Any]) -> tuple[list[Value], list[tuple[torch.Tensor, torch.Tensor]]]:
-        """CPU: where each input goes in the arena (from its start), described, and the copies to make there
+        """CPU: where each input goes in the arena (after its header), described, and the copies to make there
         (arena view, input): nothing is written yet."""
         assert self.arena is not None
         self.arena.reset()
