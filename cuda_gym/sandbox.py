@@ -886,10 +886,10 @@ class Sandbox:
             argv = [*self._unshare_args(host_tmp, cwd, limits), *limit_argv, *inner]
         else:
             argv = [*limit_argv, *inner]
-        if self.mode != "bwrap" and _setpriv_has_pdeathsig():
+        if self.mode != "bwrap":
             # SIGKILL when this process dies (bwrap has --die-with-parent; unshare's --kill-child then
             # takes the namespace down with it). Spawned from one long-lived thread: see _spawn.
-            argv = [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
+            argv = killed_with_this_process(argv)
         if limits.nice and _NICE:
             argv = [_NICE, "-n", str(limits.nice), *argv]
         if self.mode != "bwrap":
@@ -1290,6 +1290,18 @@ def _spawn(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
     except RuntimeError:  # interpreter shutting down: no new threads; fork from here
         return popen()
     return future.result()
+
+
+def killed_with_this_process(argv: list[str]) -> list[str]:
+    """``argv`` behind ``setpriv --pdeathsig KILL`` (where setpriv has it): the kernel kills it when this
+    process dies, when it is started with ``spawn`` (from the long-lived spawner thread)."""
+    return [_SETPRIV, "--pdeathsig", "KILL", "--", *argv] if _setpriv_has_pdeathsig() else list(argv)
+
+
+def spawn_tied(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
+    """Start ``argv`` (``subprocess.Popen``'s keywords) so that it dies with this process: a long-lived
+    helper whose orchestrator is killed must not run on (and spin on the timing CPUs) as an orphan."""
+    return _spawn(killed_with_this_process(argv), **popen_kwargs)
 
 
 def _reset_spawner() -> None:

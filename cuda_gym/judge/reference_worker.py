@@ -410,7 +410,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", required=True)
     parser.add_argument("--cache-dir", required=True)
     parser.add_argument("--warm", type=int, default=0, help="candidate servers kept started ahead")
+    parser.add_argument("--parent", type=int, default=0, help="the orchestrator's pid: end at once if it is gone")
     args = parser.parse_args(argv)
+    if args.parent and os.getppid() != args.parent:
+        return 1  # it died before the parent-death signal was set (``sandbox.spawn_tied``): an orphan from birth
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # task code's prints must not corrupt the protocol
     sys.stdout = sys.stderr

@@ -13,6 +13,7 @@ from typing import Any
 
 from cuda_gym.errors import JudgeError, ProtocolError
 from cuda_gym.judge.messages import Greet, Greeting, Quit, WorkerFailure, decode, encode
+from cuda_gym.sandbox import spawn_tied
 from cuda_gym.text import clean_output
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,9 @@ class ReferenceWorker:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         errlog = open(self.log_path, "ab")
         try:
-            self.proc = subprocess.Popen(
+            # Killed with this process (its servers then die with it): a worker whose orchestrator was
+            # killed went on timing, pinned to a timing lane's CPU, beside the next judge's (H100, 2026-12-05).
+            self.proc = spawn_tied(
                 [
                     sys.executable,
                     "-m",
@@ -83,6 +86,8 @@ class ReferenceWorker:
                     str(self.cache_root),
                     "--warm",
                     str(self.warm_servers),
+                    "--parent",
+                    str(os.getpid()),
                 ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

@@ -1,0 +1,93 @@
+"""A reference worker dies with the process that started it, also in the middle of a request
+(``cuda_gym.sandbox.spawn_tied``): on the H100 on 2026-12-05 the workers of a killed ``Judge`` went on
+timing, pinned to a timing lane's CPU, beside the next judge's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+# Reference code that keeps the worker busy in ``Prepare``: it reads no more requests (nor sees its input
+# pipe close) until this returns.
+SLEEPY_TASK = textwrap.dedent(
+    """
+    import time
+    import torch
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return x
+
+    def get_inputs():
+        return [torch.ones(4)]
+
+    def get_init_inputs():
+        time.sleep(300)
+        return []
+    """
+)
+
+ORCHESTRATOR = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from cuda_gym.judge import Judge
+    from cuda_gym.tasks import Task
+
+    root = Path(sys.argv[1])
+    task = Task(id="custom/sleepy", source="custom", level=1, name="sleepy", code=(root / "task.py").read_text())
+    Judge({"device": "cpu", "cache_dir": str(root / "cache")}).prewarm_compile([task], jobs=1)
+    """
+)
+
+
+def _workers_of(parent: int) -> list[int]:
+    """Live reference workers whose parent is ``parent`` (from ``/proc``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == parent and b"cuda_gym.judge.reference_worker" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_busy_reference_worker_dies_when_its_orchestrator_is_killed(tmp_path: Path) -> None:
+    (tmp_path / "task.py").write_text(SLEEPY_TASK)
+    orchestrator = subprocess.Popen([sys.executable, "-c", ORCHESTRATOR, str(tmp_path)], env=dict(os.environ))
+    try:
+        until = time.monotonic() + 120
+        workers: list[int] = []
+        while not workers and time.monotonic() < until and orchestrator.poll() is None:
+            time.sleep(0.2)
+            workers = _workers_of(orchestrator.pid)
+        assert workers, "the orchestrator started no reference worker"
+        time.sleep(3.0)  # well into its Prepare: the reference's get_init_inputs sleeps 300 s
+        assert all(_alive(pid) for pid in workers)
+    finally:
+        orchestrator.kill()
+        orchestrator.wait()
+    until = time.monotonic() + 10
+    while any(_alive(pid) for pid in workers) and time.monotonic() < until:
+        time.sleep(0.1)
+    left = [pid for pid in workers if _alive(pid)]
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left, f"reference worker(s) {left} outlived their orchestrator"
