@@ -30,6 +30,9 @@ def _pin_worker_gpu() -> None:
 
 
 _pin_worker_gpu()
+# GPU tests that run a candidate server's driver in this process (``ServerSession``) need CUDA's modules
+# loaded eagerly (``cuda_gym.judge.transport.modules_load_eagerly``); set before torch starts CUDA.
+os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
 
 
 def _has_gpu() -> bool:

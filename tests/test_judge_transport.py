@@ -169,3 +169,20 @@ def test_a_refused_segment_closes_every_descriptor_of_its_answer() -> None:
     for fd in fds:
         with pytest.raises(OSError):
             os.fstat(fd)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("setting", "eager"), [("EAGER", True), ("LAZY", False)])
+def test_the_driver_reads_how_this_process_loads_cuda_modules(setting: str, eager: bool) -> None:
+    """``modules_load_eagerly`` reads what ``CUDA_MODULE_LOADING`` made of the process (a fresh one: the
+    setting counts only before CUDA starts); a lazy driver's first gated window hung (H100, 2026-12-05)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch; torch.zeros(1, device='cuda'); "
+            "from cuda_gym.judge.transport import modules_load_eagerly as m; print(m())")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "CUDA_MODULE_LOADING": setting},
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == str(eager)

@@ -75,6 +75,7 @@ from cuda_gym.judge.transport import (
     contiguous_strides,
     dtype_of,
     from_value,
+    modules_load_eagerly,
     own_stream,
     reset_persisting_l2,
     tensor_leaves,
@@ -309,6 +310,12 @@ class ServerSession:
             fds = [self.arena.fd]
         else:
             assert self.segments is not None
+            if not modules_load_eagerly():
+                raise JudgeError(
+                    "a GPU driver's process must load its CUDA modules eagerly (CUDA_MODULE_LOADING=EAGER before "
+                    "CUDA starts; the reference worker sets it): a lazily loaded kernel's first launch inside a "
+                    "gated window waits for the gate and hangs the driver"
+                )
             with self.segments.use():
                 self.flags_tensor = torch.zeros(FLAG_WORDS, dtype=torch.int32, device=self.spec.device)
             # The gate of each window, in the driver's own memory (no server maps it): see _call_gpu
@@ -332,8 +339,12 @@ class ServerSession:
         template_bytes = sum(math.prod(r.shape) * dtype_of(r.dtype).itemsize for r in tensor_leaves(outputs))
         self.output_limit = OUTPUT_LIMIT_FACTOR * template_bytes + OUTPUT_LIMIT_SLACK
         # the fds stay open: the pool owns them (``cg_export`` hands out one fd per segment, kept)
-        self.channel.send(Calibrate(outputs=outputs, device=self.spec.device, flags=flags_ref, segments=segments), fds)
-        answer = self._expect_loaded(self.spec.load_timeout_s)
+        try:
+            self.channel.send(Calibrate(outputs=outputs, device=self.spec.device, flags=flags_ref, segments=segments), fds)
+            answer = self._expect_loaded(self.spec.load_timeout_s)
+        except (PeerGone, ProtocolError) as exc:  # trusted code only so far: say why it ended
+            raise JudgeError(f"the candidate server ended before its calibration ({exc}); its output:\n"
+                             f"{self.output()[-2000:]}") from exc
         if answer.error:
             raise JudgeError(f"the candidate server failed its calibration: {answer.error}")
         trips = []

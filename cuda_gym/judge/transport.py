@@ -762,6 +762,24 @@ def _cu_check(result: int, what: str) -> None:
         )
 
 
+EAGER_MODULES_ENV = {"CUDA_MODULE_LOADING": "EAGER"}
+"""The environment of a process that times GPU calls (``modules_load_eagerly``)."""
+
+
+def modules_load_eagerly() -> bool:
+    """Whether this process's CUDA driver loaded every module when its context was made
+    (``cuModuleGetLoadingMode``; ``CUDA_MODULE_LOADING=EAGER`` before CUDA starts).
+
+    A driver queues each GPU window behind a gate it opens once the window is all queued
+    (``driver.ServerSession._call_gpu``). Lazily loaded, a kernel's module is loaded at its first launch, and
+    that load may wait for the whole context (CUDA programming guide, "Lazy Loading", potential hazards),
+    the gated stream included: the launch never returned and the first window hung (an H100 on 2026-12-05,
+    the first baseline on the H200 on 2026-12-02)."""
+    mode = ctypes.c_int(0)
+    _cu_check(_libcuda().cuModuleGetLoadingMode(ctypes.byref(mode)), "cuModuleGetLoadingMode")
+    return mode.value == 1  # CU_MODULE_EAGER_LOADING
+
+
 RELEASE_WORD, DONE_WORD, FLAG_WORDS = 0, 16, 32
 """The int32 words of a session's flags (``StreamFlags``): the release (written by the driver's stream), the
 done word (written by the server's stream), 64 bytes apart; the flags tensor holds ``FLAG_WORDS``."""

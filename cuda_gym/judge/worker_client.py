@@ -13,6 +13,7 @@ from typing import Any
 
 from cuda_gym.errors import JudgeError, ProtocolError
 from cuda_gym.judge.messages import Greet, Greeting, Quit, WorkerFailure, decode, encode
+from cuda_gym.judge.transport import EAGER_MODULES_ENV
 from cuda_gym.sandbox import spawn_tied
 from cuda_gym.text import clean_output
 
@@ -58,13 +59,20 @@ class ReferenceWorker:
         """Whether the process is running."""
         return self.proc is not None and self.proc.poll() is None
 
-    def _omp(self) -> dict[str, str]:
-        """On a GPU the driver's own OpenMP pool (its few CPU operations) must not spin beside the pinned timing
-        CPUs after each parallel region: it sleeps at once, as the servers' pools do. On the CPU the driver
-        computes every reference output there and keeps OpenMP's default (a short spin, then sleep)."""
-        if self.device.startswith("cuda") and "OMP_WAIT_POLICY" not in os.environ:
-            return {"OMP_WAIT_POLICY": "PASSIVE"}
-        return {}
+    def _env(self) -> dict[str, str]:
+        """The worker's own settings on a GPU. Every CUDA module is loaded when its context is made
+        (``transport.EAGER_MODULES_ENV``; the driver refuses to time otherwise): lazily loaded, the first
+        launch of a kernel inside a gated window hung the driver (H100, 2026-12-05). That costs a worker about
+        3 s at its start and 0.6 GiB of GPU memory (same H100). And its OpenMP pool (its few CPU operations)
+        must not spin beside the pinned timing CPUs after each parallel region: it sleeps at once, as the
+        servers' pools do. On the CPU the driver computes every reference output there and keeps OpenMP's
+        default (a short spin, then sleep)."""
+        if not self.device.startswith("cuda"):
+            return {}
+        env = dict(EAGER_MODULES_ENV)
+        if "OMP_WAIT_POLICY" not in os.environ:
+            env["OMP_WAIT_POLICY"] = "PASSIVE"
+        return env
 
     def start(self) -> None:
         """Start the process (if needed) and read its fingerprint."""
@@ -92,7 +100,7 @@ class ReferenceWorker:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=errlog,
-                env=package_env(self._omp()),
+                env=package_env(self._env()),
                 start_new_session=True,
             )
         finally:
