@@ -43,7 +43,7 @@ from cuda_gym.judge.worker_client import ReferenceWorker
 from cuda_gym.paths import cache_dir
 from cuda_gym.sandbox import Sandbox
 from cuda_gym.tasks.task import Task
-from cuda_gym.text import clean_output
+from cuda_gym.text import clean_output, truncate_middle
 from cuda_gym.trees import remove_tree
 
 log = logging.getLogger(__name__)
@@ -259,7 +259,7 @@ class Judge:
                     except JudgeError as exc:
                         error = str(exc)
                     with lock:
-                        out[task.id] = error[:500]
+                        out[task.id] = truncate_middle(error, 1200)  # a server's traceback ends at its cause
                         if bar is not None:
                             bar.update()
 
