@@ -409,6 +409,29 @@ def test_sample_large_keeps_shape_and_draws_the_same_positions_for_the_same_seed
     assert not compare_outputs(a, sample_large(ref.reshape(900, 100), 7, threshold=1024), {}).passed
 
 
+def test_a_prepared_task_keeps_its_output_layout_but_not_its_output() -> None:
+    """The worker holds a task as long as it judges it: its calibration template is a ``meta`` copy of the
+    reference output's layout (a KernelBench output of 6 GiB was held whole before)."""
+    from cuda_gym.judge.reference_worker import _Prepared
+
+    code = (
+        "import torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return (x * 2, {'t': x.t(), 'n': 3})\n"
+        "def get_inputs():\n"
+        "    return [torch.randn(64, 32)]\n"
+        "def get_init_inputs():\n"
+        "    return []\n"
+    )
+    prepared = _Prepared(code, "f" * 64, "cpu", 1)
+    doubled, rest = prepared.template
+    assert doubled.device.type == "meta" and doubled.shape == (64, 32) and doubled.dtype == torch.float32
+    assert rest["t"].device.type == "meta" and rest["t"].shape == (32, 64) and rest["t"].stride() == (1, 32)
+    assert rest["n"] == 3
+    assert prepared.facts.output_bytes == 2 * 64 * 32 * 4
+
+
 def test_sampled_comparison_end_to_end(judge_env: dict[str, Path], task) -> None:
     """With a tiny sampling threshold every output is compared on a sample: honest passes, wrong fails."""
     cfg = JudgeConfig(device="cpu", timed_calls=2, warmup=1, checked_timed_calls=1, cache_judgements=False,

@@ -220,6 +220,20 @@ def sample_large(out: Any, seed: int, threshold: int = SAMPLE_THRESHOLD_BYTES) -
     return out
 
 
+def shape_template(out: Any) -> Any:
+    """``out`` with every tensor replaced by a tensor on the ``meta`` device of the same dtype, shape and
+    strides (no memory): what a session's calibration needs of the reference's output."""
+    if isinstance(out, torch.Tensor):
+        return torch.empty_strided(tuple(out.shape), tuple(out.stride()), dtype=out.dtype, device="meta")
+    if isinstance(out, tuple):
+        return tuple(shape_template(v) for v in out)
+    if isinstance(out, list):
+        return [shape_template(v) for v in out]
+    if isinstance(out, dict):
+        return {k: shape_template(v) for k, v in out.items()}
+    return out
+
+
 def output_facts(out: Any) -> dict[str, Any]:
     """Bytes and kind of an output: drives memory poisoning and the file-size bound."""
     nbytes = 0

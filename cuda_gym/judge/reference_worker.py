@@ -92,7 +92,7 @@ class _Prepared:
             harness.synchronize(device)
             call_ms = (time.perf_counter() - t0) * 1000.0
         facts = harness.output_facts(out)
-        self.template = out
+        self.template = harness.shape_template(out)  # held as long as the task: no copy of its output
         self.facts = TaskFacts(
             output_bytes=int(facts["output_bytes"]),
             integer_output=bool(facts["integer_output"]),
@@ -373,9 +373,16 @@ class ReferenceServer:
         raise ProtocolError(f"unexpected request {type(req).__name__}")
 
     def _run(self, task: _Prepared, req: Any, evaluate: Callable[[Any, Any], Any]) -> Any:
-        if self.warm is None:
-            return evaluate(task, req)
-        return self.warm.run(task, req, evaluate)
+        try:
+            if self.warm is None:
+                return evaluate(task, req)
+            return self.warm.run(task, req, evaluate)
+        finally:
+            if self.device.startswith("cuda"):
+                # An idle worker keeps no cached blocks: a KernelBench task's inputs and outputs take 6 GiB
+                # each, and an idle worker of a second judge held 61.8 GiB of an H100's 79 (2026-12-05).
+                with contextlib.suppress(RuntimeError):  # a broken device says so on the next request
+                    torch.cuda.empty_cache()
 
     def close(self) -> None:
         """Kill the warm servers."""
