@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_map_only
 
 from cuda_gym.host import cpu_model
 from cuda_gym.judge.config import SAMPLE_THRESHOLD_BYTES
@@ -223,15 +224,11 @@ def sample_large(out: Any, seed: int, threshold: int = SAMPLE_THRESHOLD_BYTES) -
 def shape_template(out: Any) -> Any:
     """``out`` with every tensor replaced by a tensor on the ``meta`` device of the same dtype, shape and
     strides (no memory): what a session's calibration needs of the reference's output."""
-    if isinstance(out, torch.Tensor):
-        return torch.empty_strided(tuple(out.shape), tuple(out.stride()), dtype=out.dtype, device="meta")
-    if isinstance(out, tuple):
-        return tuple(shape_template(v) for v in out)
-    if isinstance(out, list):
-        return [shape_template(v) for v in out]
-    if isinstance(out, dict):
-        return {k: shape_template(v) for k, v in out.items()}
-    return out
+    return tree_map_only(
+        torch.Tensor,
+        lambda t: torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta"),
+        out,
+    )
 
 
 def output_facts(out: Any) -> dict[str, Any]:
