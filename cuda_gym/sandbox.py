@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import os
+import queue
 import re
 import selectors
 import shutil
@@ -18,7 +19,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -1265,31 +1266,59 @@ def _setpriv_has_pdeathsig() -> bool:
 
 
 _SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
-_spawner: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+class _Spawner:
+    """One daemon thread that forks every sandbox and helper process of this process (``_spawn``).
+
+    The kernel's parent-death signal (bwrap's ``--die-with-parent``, ``setpriv --pdeathsig``) fires
+    when the *thread* that forked the child ends, not the process: a sandbox started from a
+    short-lived worker thread would die with that thread. A daemon thread is not joined when the main
+    thread returns (a ``ThreadPoolExecutor``'s is, before ``atexit`` handlers and other threads: every
+    child then got ``SIGKILL`` while the process still ran), so children die exactly when this process does.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, name="cuda_gym-spawn", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            job, future = self.jobs.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(job())
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    future.set_exception(exc)
+
+    def run(self, job: Callable[[], Any]) -> Any:
+        """``job()`` on the spawner thread; its result or its exception."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.jobs.put((job, future))
+        return future.result()
+
+
+_spawner: _Spawner | None = None
 _spawner_lock = threading.Lock()
 
 
 def _spawn(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
-    """``subprocess.Popen`` from one long-lived thread of this process.
-
-    The kernel's parent-death signal (bwrap's ``--die-with-parent``, ``setpriv --pdeathsig``) fires
-    when the *thread* that forked the child ends, not the process: a sandbox started from a
-    short-lived worker thread would die with that thread. The spawner thread lives as long as the
-    interpreter, so sandboxes die exactly when this process does.
-    """
+    """``subprocess.Popen`` from the spawner thread (``_Spawner``): the child's parent-death signal then
+    fires when this process ends, not when the calling thread does."""
     global _spawner
-    with _spawner_lock:
-        if _spawner is None:
-            _spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuda_gym-spawn")
-        spawner = _spawner
+
     def popen() -> subprocess.Popen[bytes]:
         return subprocess.Popen(argv, **popen_kwargs)
 
-    try:
-        future = spawner.submit(popen)
-    except RuntimeError:  # interpreter shutting down: no new threads; fork from here
-        return popen()
-    return future.result()
+    with _spawner_lock:
+        if _spawner is None:
+            try:
+                _spawner = _Spawner()
+            except RuntimeError:  # interpreter shutting down: no new threads; fork from here
+                return popen()
+        spawner = _spawner
+    return spawner.run(popen)
 
 
 def killed_with_this_process(argv: list[str]) -> list[str]:

@@ -91,3 +91,33 @@ def test_a_busy_reference_worker_dies_when_its_orchestrator_is_killed(tmp_path: 
     for pid in left:
         os.kill(pid, 9)
     assert not left, f"reference worker(s) {left} outlived their orchestrator"
+
+
+TIED_AT_EXIT = textwrap.dedent(
+    """
+    import atexit
+    import time
+    from cuda_gym.sandbox import spawn_tied
+
+    child = spawn_tied(["sleep", "100"])
+    print(child.pid, flush=True)
+    atexit.register(lambda: time.sleep(0.5) or print("alive at exit:", child.poll() is None, flush=True))
+    """
+)
+
+
+def test_a_tied_child_lives_until_its_process_ends_and_no_longer() -> None:
+    """The spawner is a daemon thread: a ``ThreadPoolExecutor``'s was joined when the main thread returned,
+    before ``atexit`` handlers ran, and its parent-death signal killed every tied child (reference workers
+    finishing an executor's queue at exit) while the process still ran."""
+    out = subprocess.run([sys.executable, "-c", TIED_AT_EXIT], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    pid_line, alive_line = out.stdout.strip().splitlines()
+    assert alive_line == "alive at exit: True"
+    child = int(pid_line)
+    until = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < until:
+        time.sleep(0.05)
+    if _alive(child):
+        os.kill(child, 9)
+        raise AssertionError("the tied child outlived its process")
