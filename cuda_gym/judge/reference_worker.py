@@ -374,16 +374,18 @@ class ReferenceServer:
         raise ProtocolError(f"unexpected request {type(req).__name__}")
 
     def _run(self, task: _Prepared, req: Any, evaluate: Callable[[Any, Any], Any]) -> Any:
-        try:
-            if self.warm is None:
-                return evaluate(task, req)
-            return self.warm.run(task, req, evaluate)
-        finally:
-            if self.device.startswith("cuda"):
-                # An idle worker keeps no cached blocks: a KernelBench task's inputs and outputs take 6 GiB
-                # each, and an idle worker of a second judge held 61.8 GiB of an H100's 79 (2026-12-05).
-                with contextlib.suppress(RuntimeError):  # a broken device says so on the next request
-                    torch.cuda.empty_cache()
+        if self.warm is None:
+            return evaluate(task, req)
+        return self.warm.run(task, req, evaluate)
+
+    def idle(self) -> None:
+        """Give the caching allocator's blocks back to the device, once an answer went out and the device is
+        sound (``cudaFree`` waits for the whole device: after a stuck stream it would never return). A
+        KernelBench task's inputs and outputs take 6 GiB each, and an idle worker of a second judge held
+        61.8 GiB of an H100's 79 (2026-12-05)."""
+        if self.device.startswith("cuda"):
+            with contextlib.suppress(RuntimeError):  # a broken device says so on the next request
+                torch.cuda.empty_cache()
 
     def close(self) -> None:
         """Kill the warm servers."""
@@ -471,6 +473,7 @@ def _serve(server: ReferenceServer, proto: TextIO) -> int:
             )
             if fatal:
                 return 3  # a faulted CUDA context cannot be trusted: the orchestrator restarts us
+        server.idle()
     return 0
 
 
