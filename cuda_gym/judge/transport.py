@@ -775,8 +775,11 @@ def modules_load_eagerly() -> bool:
     that load may wait for the whole context (CUDA programming guide, "Lazy Loading", potential hazards),
     the gated stream included: the launch never returned and the first window hung (an H100 on 2026-12-05,
     the first baseline on the H200 on 2026-12-02)."""
+    query = getattr(_libcuda(), "cuModuleGetLoadingMode", None)
+    if query is None:
+        return True  # a driver older than CUDA 11.7: no lazy loading
     mode = ctypes.c_int(0)
-    _cu_check(_libcuda().cuModuleGetLoadingMode(ctypes.byref(mode)), "cuModuleGetLoadingMode")
+    _cu_check(query(ctypes.byref(mode)), "cuModuleGetLoadingMode")
     return mode.value == 1  # CU_MODULE_EAGER_LOADING
 
 
