@@ -708,8 +708,10 @@ class ServerSession:
     ) -> tuple[list[Value], list[Callable[[], Any]], list[Any], list[int]]:
         """GPU: a shared buffer in the driver's pool for each input tensor (what it holds now is stale: the
         inputs' bytes are copied in by the timing stream, after the call was sent); their descriptions,
-        the copies (``copy_bytes``, prepared), and the segments and fds to send."""
+        the copies (``copy_bytes``, prepared), and the segments and fds to send. The previous call's buffers
+        are let go first (its window is closed, its checks done): the pool then holds one call's inputs, not two."""
         assert self.segments is not None
+        self.shared_inputs = []
         segs: list[Any] = []
         fds: list[int] = []
         copies: list[Callable[[], Any]] = []
