@@ -1333,6 +1333,18 @@ def spawn_tied(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
     return _spawn(killed_with_this_process(argv), **popen_kwargs)
 
 
+def die_with_parent(parent: int) -> bool:
+    """In a helper process: ask for ``SIGKILL`` when the thread that forked it ends (``prctl``
+    ``PR_SET_PDEATHSIG``; also where ``setpriv`` lacks ``--pdeathsig``), then check that ``parent`` is still
+    its parent. ``False``: it was orphaned before the signal was set, and should end at once."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
+        logger.warning("a helper process cannot ask to die with its parent: errno %d", ctypes.get_errno())
+    return os.getppid() == parent
+
+
 def _reset_spawner() -> None:
     global _spawner, _spawner_lock
     _spawner, _spawner_lock = None, threading.Lock()

@@ -11,6 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 # Reference code that keeps the worker busy in ``Prepare``: it reads no more requests (nor sees its input
 # pipe close) until this returns.
 SLEEPY_TASK = textwrap.dedent(
@@ -45,8 +47,8 @@ ORCHESTRATOR = textwrap.dedent(
 )
 
 
-def _workers_of(parent: int) -> list[int]:
-    """Live reference workers whose parent is ``parent`` (from ``/proc``)."""
+def _workers_of(parent: int, marker: bytes = b"cuda_gym.judge.reference_worker") -> list[int]:
+    """Live processes whose parent is ``parent`` and whose command line holds ``marker`` (from ``/proc``)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -56,7 +58,7 @@ def _workers_of(parent: int) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(stat[1]) == parent and b"cuda_gym.judge.reference_worker" in cmdline:
+        if int(stat[1]) == parent and marker in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -69,17 +71,35 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def test_a_busy_reference_worker_dies_when_its_orchestrator_is_killed(tmp_path: Path) -> None:
+VALIDATOR = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from cuda_gym.tasks import Task
+    from cuda_gym.tasks.validate import ValidationConfig, validate_tasks
+
+    root = Path(sys.argv[1])
+    task = Task(id="custom/sleepy", source="custom", level=1, name="sleepy", code=(root / "task.py").read_text())
+    validate_tasks([task], ValidationConfig(device="cpu", rules="eager", jobs=1, timeout_s=600))
+    """
+)
+
+
+@pytest.mark.parametrize(("script", "marker"), [(ORCHESTRATOR, b"cuda_gym.judge.reference_worker"),
+                                                (VALIDATOR, b"multiprocessing")], ids=["judge", "validation"])
+def test_a_busy_helper_dies_when_its_orchestrator_is_killed(tmp_path: Path, script: str, marker: bytes) -> None:
+    """A judge's reference worker and a task validation's worker, each busy in the reference's
+    ``get_init_inputs``, die when the process that started them is killed."""
     (tmp_path / "task.py").write_text(SLEEPY_TASK)
-    orchestrator = subprocess.Popen([sys.executable, "-c", ORCHESTRATOR, str(tmp_path)], env=dict(os.environ))
+    orchestrator = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], env=dict(os.environ))
     try:
         until = time.monotonic() + 120
         workers: list[int] = []
         while not workers and time.monotonic() < until and orchestrator.poll() is None:
             time.sleep(0.2)
-            workers = _workers_of(orchestrator.pid)
-        assert workers, "the orchestrator started no reference worker"
-        time.sleep(3.0)  # well into its Prepare: the reference's get_init_inputs sleeps 300 s
+            workers = _workers_of(orchestrator.pid, marker)
+        assert workers, "the orchestrator started no worker"
+        time.sleep(6.0)  # well into the task: the reference's get_init_inputs sleeps 300 s
         assert all(_alive(pid) for pid in workers)
     finally:
         orchestrator.kill()
@@ -90,7 +110,7 @@ def test_a_busy_reference_worker_dies_when_its_orchestrator_is_killed(tmp_path: 
     left = [pid for pid in workers if _alive(pid)]
     for pid in left:
         os.kill(pid, 9)
-    assert not left, f"reference worker(s) {left} outlived their orchestrator"
+    assert not left, f"worker(s) {left} outlived their orchestrator"
 
 
 TIED_AT_EXIT = textwrap.dedent(

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import dataclasses
 import faulthandler
 import json
@@ -60,6 +59,7 @@ from cuda_gym.judge.messages import (
     encode,
 )
 from cuda_gym.judge.procedure import Driver, _plain
+from cuda_gym.sandbox import die_with_parent
 from cuda_gym.trees import remove_tree
 
 log = logging.getLogger(__name__)
@@ -422,10 +422,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm", type=int, default=0, help="candidate servers kept started ahead")
     parser.add_argument("--parent", type=int, default=0, help="the orchestrator's pid: end at once if it is gone")
     args = parser.parse_args(argv)
-    if args.parent:
-        _die_with_parent()
-        if os.getppid() != args.parent:
-            return 1  # it died before the parent-death signal was set: an orphan from birth
+    # SIGKILL when the orchestrator dies: a worker whose Judge was killed in the middle of a request went on
+    # timing, pinned to a timing lane's CPU, beside the next judge's (H100, 2026-12-05)
+    if args.parent and not die_with_parent(args.parent):
+        return 1  # its orchestrator died before the parent-death signal was set
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # task code's prints must not corrupt the protocol
     sys.stdout = sys.stderr
@@ -439,16 +439,6 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(server, proto)
     finally:
         server.close()
-
-
-def _die_with_parent() -> None:
-    """``SIGKILL`` when the orchestrator dies (``prctl(PR_SET_PDEATHSIG)``; also where ``setpriv`` lacks
-    ``--pdeathsig``): a worker whose Judge was killed in the middle of a request went on timing, pinned to a
-    timing lane's CPU, beside the next judge's (H100, 2026-12-05). The orchestrator forks it from its
-    long-lived spawner thread (``sandbox.spawn_tied``), whose end is the process's."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
-        log.warning("the worker cannot ask to die with its orchestrator: errno %d", ctypes.get_errno())
 
 
 def _serve(server: ReferenceServer, proto: TextIO) -> int:

@@ -595,9 +595,15 @@ class DeviceLock:
 
 
 def _worker_main(conn: Connection, config: ValidationConfig, reference: list[tuple[str, str]],
-                 lock_path: str, threads: int) -> None:
-    """A worker process: answers ``("task", Task)`` messages with ``("rule", ...)`` lines and ``("done", facts)``."""
+                 lock_path: str, threads: int, parent: int) -> None:
+    """A worker process: answers ``("task", Task)`` messages with ``("rule", ...)`` lines and ``("done", facts)``.
+    It dies with its parent: a task's deadline is kept there, so an orphan in a hung task would run on."""
     import warnings
+
+    from cuda_gym.sandbox import die_with_parent
+
+    if not die_with_parent(parent):
+        return
 
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     if set(config.rule_list) - {"similarity"}:
@@ -668,7 +674,8 @@ class _Pool:
     def _start(self) -> _Slot:
         parent, child = self.ctx.Pipe()
         process = self.ctx.Process(target=_worker_main, daemon=True,
-                                   args=(child, self.config, self.reference, self.lock_path, self.threads))
+                                   args=(child, self.config, self.reference, self.lock_path, self.threads,
+                                         os.getpid()))
         process.start()
         child.close()
         return _Slot(process, parent)
