@@ -997,8 +997,7 @@ class ServerSession:
     def _expect_loaded(self, timeout_s: float) -> Loaded:
         assert self.channel is not None
         msg, fds = self.channel.recv(Loaded, timeout_s, self._alive)
-        for fd in fds:
-            os.close(fd)
+        close_fds(fds)
         return msg
 
     def _pause(self) -> list[int] | None:

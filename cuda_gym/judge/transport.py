@@ -25,10 +25,13 @@ import logging
 import math
 import mmap
 import os
+import queue
 import select
 import socket
+import stat
 import struct
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -55,12 +58,81 @@ SCALAR_KINDS = {bool: "bool", int: "int", float: "float", str: "str", complex: "
 
 
 def close_fds(fds: Iterable[int]) -> None:
-    """Close every descriptor of ``fds`` (already closed ones are skipped)."""
+    """Close every descriptor of ``fds`` (already closed ones are skipped) without ever waiting for it.
+
+    A server chooses what it sends, and closing the last reference to some files blocks: a loopback TCP
+    socket with ``SO_LINGER`` and a full send buffer held the driver in ``close`` for the linger time, past
+    every bound of the call, and the request's retry blocked again (red team 6, X1). So a socket is made to
+    close at once (``SO_LINGER`` 0: unsent bytes dropped), and the last reference of every file is dropped
+    on a thread of its own (``_Closer``): here the number is closed after a ``dup`` taken for that thread,
+    which owns the duplicate's number until it is closed, so no number is closed after it was reused."""
     for fd in fds:
         try:
-            os.close(fd)
+            last = os.dup(fd)
+        except OSError:
+            continue  # already closed
+        _no_linger(last)
+        try:
+            os.close(fd)  # not the last reference: returns at once
         except OSError:
             pass
+        _closer().put(last)
+
+
+def _no_linger(fd: int) -> None:
+    """A socket's close aborts at once (``SO_LINGER`` on, 0 s); other files are left as they are."""
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            return
+        sock = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+class _Closer:
+    """A daemon thread that closes descriptors handed to it (``close_fds``), one after the other."""
+
+    def __init__(self) -> None:
+        self.fds: queue.SimpleQueue[int] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="cuda_gym-fd-closer", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            fd = self.fds.get()
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def put(self, fd: int) -> None:
+        """Close ``fd`` on the closer's thread (its number is the closer's until then)."""
+        self.fds.put(fd)
+
+
+_CLOSER: _Closer | None = None
+_CLOSER_LOCK = threading.Lock()
+
+
+def _closer() -> _Closer:
+    global _CLOSER
+    with _CLOSER_LOCK:
+        if _CLOSER is None:
+            _CLOSER = _Closer()
+        return _CLOSER
+
+
+def _reset_closer() -> None:
+    global _CLOSER, _CLOSER_LOCK
+    _CLOSER, _CLOSER_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_closer)
 
 
 SPIN_S = 1.0
