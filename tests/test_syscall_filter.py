@@ -1,5 +1,6 @@
 """The candidate server's seccomp filter (``cuda_gym.judge.syscall_filter``), on real processes: no userfault
-descriptor for the server, its threads (those torch started before the filter too) or its children."""
+descriptor and no new namespace for the server, its threads (those torch started before the filter too) or
+its children; threads, ``fork`` and ``exec`` go on working."""
 
 from __future__ import annotations
 
@@ -11,15 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from cuda_gym.judge.syscall_filter import userfaultfd_filter
+from cuda_gym.judge.syscall_filter import server_filter
 
-pytestmark = pytest.mark.skipif(userfaultfd_filter(platform.machine()) is None,
+pytestmark = pytest.mark.skipif(server_filter(platform.machine()) is None,
                                 reason="the filter is built for x86-64 and aarch64 only")
 
 TRY_USERFAULTFD = """
 import ctypes, os, platform, sys, threading, time
-from cuda_gym.judge.syscall_filter import _ARCH, deny_userfaultfd
-NR = _ARCH[platform.machine()][1]
+from cuda_gym.judge.syscall_filter import _ARCH, restrict_syscalls
+NR = _ARCH[platform.machine()].userfaultfd
 libc = ctypes.CDLL(None, use_errno=True)
 def attempt():
     fd = libc.syscall(NR, os.O_CLOEXEC | 1)  # UFFD_USER_MODE_ONLY: allowed to unprivileged processes too
@@ -34,7 +35,7 @@ t = threading.Thread(target=early)
 t.start()
 started.wait()
 if sys.argv[1] == "filtered":
-    assert deny_userfaultfd()
+    assert restrict_syscalls()
 seen["main"] = attempt()
 t.join()
 r, w = os.pipe()
@@ -91,8 +92,8 @@ int main(void) {
 
 RUN_FILTERED = """
 import os, sys
-from cuda_gym.judge.syscall_filter import deny_userfaultfd
-assert deny_userfaultfd()
+from cuda_gym.judge.syscall_filter import restrict_syscalls
+assert restrict_syscalls()
 os.execv(sys.argv[1], sys.argv[1:])
 """
 
@@ -121,8 +122,8 @@ def test_the_32_bit_and_x32_entries_are_refused_too(tmp_path: Path) -> None:
 
 TRY_X32 = """
 import ctypes, os
-from cuda_gym.judge.syscall_filter import X32_SYSCALL_BIT, deny_userfaultfd
-assert deny_userfaultfd()
+from cuda_gym.judge.syscall_filter import X32_SYSCALL_BIT, restrict_syscalls
+assert restrict_syscalls()
 libc = ctypes.CDLL(None, use_errno=True)
 fd = libc.syscall(X32_SYSCALL_BIT | 323, os.O_CLOEXEC | 1)
 print("fd" if fd >= 0 else os.strerror(ctypes.get_errno()))
@@ -131,10 +132,10 @@ print("fd" if fd >= 0 else os.strerror(ctypes.get_errno()))
 
 TRY_DEVICE = """
 import fcntl, os, sys
-from cuda_gym.judge.syscall_filter import USERFAULTFD_IOC_NEW, deny_userfaultfd
+from cuda_gym.judge.syscall_filter import USERFAULTFD_IOC_NEW, restrict_syscalls
 fd = os.open("/dev/userfaultfd", os.O_RDWR | os.O_CLOEXEC)
 if sys.argv[1] == "filtered":
-    assert deny_userfaultfd()
+    assert restrict_syscalls()
 try:
     print("fd" if fcntl.ioctl(fd, USERFAULTFD_IOC_NEW, os.O_CLOEXEC) >= 0 else "?")
 except OSError as exc:
@@ -154,3 +155,57 @@ def test_the_userfaultfd_device_is_refused_too() -> None:
     filtered = subprocess.run([sys.executable, "-c", TRY_DEVICE, "filtered"], capture_output=True, text=True,
                               check=True).stdout.strip()
     assert filtered == "Operation not permitted", filtered
+
+
+TRY_NAMESPACES = """
+import ctypes, os, platform, subprocess, sys, threading
+from cuda_gym.judge.syscall_filter import restrict_syscalls
+CLONE_NEWUSER, CLONE_NEWNET, SIGCHLD = 0x10000000, 0x40000000, 17
+libc = ctypes.CDLL(None, use_errno=True)
+if sys.argv[1] == "filtered":
+    assert restrict_syscalls()
+def in_child(attempt):  # unshare changes its caller: try it in a fork
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(w, attempt().encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return os.read(r, 200).decode()
+def unshare(flags):
+    return lambda: "made" if libc.unshare(flags) == 0 else os.strerror(ctypes.get_errno())
+seen = {"user": in_child(unshare(CLONE_NEWUSER)), "user+net": in_child(unshare(CLONE_NEWUSER | CLONE_NEWNET))}
+if platform.machine() == "x86_64":  # clone(2) itself, as fork with a namespace flag
+    def clone():
+        pid = libc.syscall(56, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0)
+        if pid == 0:
+            os._exit(0)
+        if pid < 0:
+            return os.strerror(ctypes.get_errno())
+        os.waitpid(pid, 0)
+        return "made"
+    seen["clone"] = clone()
+out = []
+t = threading.Thread(target=lambda: out.append("ran"))
+t.start()
+t.join()
+seen["thread"] = out[0]
+seen["exec"] = subprocess.run(["true"]).returncode == 0 and "ran"
+print(sorted(seen.items()))
+"""
+
+
+def test_the_filter_refuses_new_namespaces_but_not_threads_fork_or_exec() -> None:
+    """A child in a nested user namespace pinned 12,000 network namespaces whose teardown outlived the
+    sandbox's kill (red team 6, X2); ``clone3`` fails with ``ENOSYS`` and the C library falls back to
+    ``clone`` for threads and ``posix_spawn``."""
+    run = lambda mode: subprocess.run([sys.executable, "-c", TRY_NAMESPACES, mode], capture_output=True,  # noqa: E731
+                                      text=True, check=True).stdout.strip()
+    plain = run("plain")
+    if "'made'" not in plain:
+        pytest.skip(f"this host makes no user namespace anyway ({plain}): nothing to show")
+    refused = "Operation not permitted"
+    expected = {"user": refused, "user+net": refused, "thread": "ran", "exec": "ran"}
+    if platform.machine() == "x86_64":
+        expected["clone"] = refused
+    assert run("filtered") == str(sorted(expected.items()))

@@ -52,7 +52,7 @@ from cuda_gym.judge.messages import (
     Shutdown,
     TensorRef,
 )
-from cuda_gym.judge.syscall_filter import deny_userfaultfd
+from cuda_gym.judge.syscall_filter import restrict_syscalls
 from cuda_gym.judge.transport import (
     DONE_WORD,
     RELEASE_WORD,
@@ -450,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python3 -m cuda_gym.judge.candidate_server FD DEVICE [VMM_POOL_LIBRARY]", file=sys.stderr)
         return 2
     fd, device = int(args[0]), args[1]
-    filtered = deny_userfaultfd()  # before any submission code: it holds for every thread and child after
+    filtered = restrict_syscalls()  # before any submission code: it holds for every thread and child after
     sock = socket.socket(fileno=fd)
     channel = Channel(sock, spin=device.startswith("cuda"))
     os.dup2(2, 1)  # candidate prints go to the captured log, never near the protocol

@@ -1232,9 +1232,10 @@ def _gate_stream(device: str) -> Any:
 
 @functools.cache
 def _warn_unfiltered() -> None:
-    log.warning("a candidate server could not install its userfaultfd filter (cuda_gym.judge.syscall_filter: "
+    log.warning("a candidate server could not install its seccomp filter (cuda_gym.judge.syscall_filter: "
                 "another architecture, or a kernel without seccomp): where the host allows unprivileged userfaults, "
-                "a submission could compute its CPU outputs while the driver reads them")
+                "a submission could compute its CPU outputs while the driver reads them, and namespaces it makes "
+                "may leave kernel work running after it")
 
 
 def _cpu_parts(t0: float, marks: Sequence[float], t_reply: float, t1: float) -> dict[str, float]:
