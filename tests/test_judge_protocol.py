@@ -159,11 +159,9 @@ def test_channel_readable_on_a_descriptor_above_1023() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-@pytest.mark.timeout(120)
-def test_a_lingering_socket_a_server_sends_never_holds_the_driver() -> None:
-    """A loopback TCP socket with ``SO_LINGER`` and unsent bytes its peer never reads, sent over the channel
-    with a message the driver refuses: closing the driver's last reference blocked for the linger time,
-    past every bound of the call (red team 6, X1: a judgement then took 2x the reference timeout)."""
+def _lingering_socket() -> tuple[socket.socket, list[socket.socket]]:
+    """A loopback TCP socket with ``SO_LINGER`` (30 s) and bytes its peer never reads, so that dropping its
+    last reference blocks; and the sockets that keep that state (to close after)."""
     import struct
 
     listener = socket.create_server(("127.0.0.1", 0))
@@ -176,19 +174,38 @@ def test_a_lingering_socket_a_server_sends_never_holds_the_driver() -> None:
             lingering.send(b"x" * 65536)
     except BlockingIOError:
         pass  # both buffers full: a close must wait for bytes that cannot leave
+    return lingering, [peer, listener]
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("how", ["refused", "too-many", "unread"])
+def test_a_lingering_socket_a_server_sends_never_holds_the_driver(how: str) -> None:
+    """A server sends a lingering TCP socket over the channel: with a message the driver refuses, behind 64
+    other descriptors (more than a message may carry: the kernel used to drop the extra ones inside the
+    driver's own ``recvmsg``), or in a message the driver never reads before it closes the channel. Dropping
+    the driver's last reference blocked for the linger time, past every bound of the call (red team 6, X1:
+    a judgement then took 2x the reference timeout)."""
+    lingering, keep = _lingering_socket()
+    fillers = [os.open(os.devnull, os.O_RDONLY) for _ in range(64 if how == "too-many" else 0)]
     mine, theirs = Channel.pair()
     try:
-        Channel(theirs).send(Hello(pid=0, device="cpu"), fds=[lingering.fileno()])
+        Channel(theirs).send(Hello(pid=0, device="cpu"), fds=[*fillers, lingering.fileno()])
         lingering.close()  # the message in flight holds the socket: the driver's reference will be the last
+        for fd in fillers:
+            os.close(fd)
         started = time.monotonic()
-        with pytest.raises(ProtocolError):
-            Channel(mine).recv(Reply, timeout_s=5)  # the wrong message: refused, its descriptors closed
+        driver = Channel(mine)
+        if how == "unread":
+            driver.close()
+        else:
+            with pytest.raises(ProtocolError):
+                driver.recv(Reply if how == "refused" else Hello, timeout_s=5)  # refused, its descriptors closed
         assert time.monotonic() - started < 5.0
     finally:
         mine.close()
         theirs.close()
-        peer.close()
-        listener.close()
+        for sock in keep:
+            sock.close()
 
 
 @pytest.mark.timeout(60)

@@ -49,7 +49,11 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE = 8 * 2**20
 """Largest message in bytes (output descriptors of thousands of tensors fit easily)."""
 MAX_FDS = 64
-"""Most file descriptors one message may carry."""
+"""Most file descriptors one message may carry (a message with more is refused)."""
+SCM_MAX_FD = 253
+"""Most file descriptors the kernel lets one message carry: a read makes room for all of them, because the
+kernel drops what does not fit in the reader's own ``recvmsg``, and dropping the last reference to a file may
+block there (a lingering socket, red team 6)."""
 
 SCALAR_KINDS = {bool: "bool", int: "int", float: "float", str: "str", complex: "complex", type(None): "none"}
 
@@ -186,7 +190,7 @@ class Channel:
         ``alive()`` turns false while waiting; ``ProtocolError`` for a malformed message.
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        fd_bytes = socket.CMSG_SPACE(MAX_FDS * 4) + socket.CMSG_SPACE(12)
+        fd_bytes = socket.CMSG_SPACE(SCM_MAX_FD * 4) + socket.CMSG_SPACE(12)
         checks = 0
         spinning = self.spin
         spin_until = time.monotonic() + SPIN_S
@@ -216,6 +220,10 @@ class Channel:
                     spinning = spinning and now < spin_until
             except OSError as exc:
                 raise PeerGone(f"the channel failed ({exc})") from None
+        return self._message(data, anc, flags, expected)
+
+    def _message(self, data: bytes, anc: list[tuple[int, int, bytes]], flags: int, expected: Any) -> tuple[Any, list[int]]:
+        """The decoded message and its descriptors (closed when it is refused); the sender's credentials kept."""
         fds: list[int] = []
         for level, kind, payload in anc:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -227,6 +235,8 @@ class Channel:
                 raise PeerGone("the peer closed the channel")
             if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
                 raise ProtocolError("a message or its file descriptors were truncated")
+            if len(fds) > MAX_FDS:
+                raise ProtocolError(f"a message with {len(fds)} file descriptors (at most {MAX_FDS})")
             return decode(data, expected), fds
         except BaseException:
             close_fds(fds)
@@ -242,11 +252,15 @@ class Channel:
             return True  # a closed socket: the next ``recv`` says so
 
     def close(self) -> None:
-        """Close the socket."""
+        """Close the socket; its last reference is dropped on the closer's thread (``close_fds``): messages
+        the peer sent and nobody read go with it, and with them the last references to the files they carry,
+        whose release may block (a lingering socket, red team 6)."""
         try:
-            self.sock.close()
+            fd = self.sock.detach()
         except OSError:
-            pass
+            return
+        if fd >= 0:
+            close_fds([fd])
 
 
 # ---------------------------------------------------------------------- values
