@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import select
 import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -28,7 +30,16 @@ from cuda_gym.judge.messages import (
     decode,
     encode,
 )
-from cuda_gym.judge.transport import SPIN_S, Channel, HostArena, PeerGone, RemoteMemory, from_value, to_value, view
+from cuda_gym.judge.transport import (
+    SPIN_S,
+    Channel,
+    HostArena,
+    PeerGone,
+    RemoteMemory,
+    from_value,
+    to_value,
+    view,
+)
 
 
 def test_messages_round_trip_and_reject_anything_else() -> None:
@@ -161,9 +172,7 @@ def test_channel_readable_on_a_descriptor_above_1023() -> None:
 
 def _lingering_socket() -> tuple[socket.socket, list[socket.socket]]:
     """A loopback TCP socket with ``SO_LINGER`` (30 s) and bytes its peer never reads, so that dropping its
-    last reference blocks; and the sockets that keep that state (to close after)."""
-    import struct
-
+    last reference blocks; and the sockets that keep that state, its peer first (to close after)."""
     listener = socket.create_server(("127.0.0.1", 0))
     lingering = socket.create_connection(listener.getsockname())
     peer, _ = listener.accept()  # never reads
@@ -178,19 +187,28 @@ def _lingering_socket() -> tuple[socket.socket, list[socket.socket]]:
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("how", ["refused", "too-many", "unread"])
+@pytest.mark.parametrize("how", ["refused", "too-many", "unread", "nested"])
 def test_a_lingering_socket_a_server_sends_never_holds_the_driver(how: str) -> None:
     """A server sends a lingering TCP socket over the channel: with a message the driver refuses, behind 64
     other descriptors (more than a message may carry: the kernel used to drop the extra ones inside the
-    driver's own ``recvmsg``), or in a message the driver never reads before it closes the channel. Dropping
-    the driver's last reference blocked for the linger time, past every bound of the call (red team 6, X1:
-    a judgement then took 2x the reference timeout)."""
+    driver's own ``recvmsg``), in a message the driver never reads before it closes the channel, or waiting
+    in the queue of a Unix socket it sends. Dropping the last reference blocked for the linger time, past
+    every bound of the call (red team 6, X1: a judgement then took 2x the reference timeout); the driver's
+    closes must not wait, and the thread that closes for it must not be held either."""
     lingering, keep = _lingering_socket()
     fillers = [os.open(os.devnull, os.O_RDONLY) for _ in range(64 if how == "too-many" else 0)]
+    sent = [*fillers, lingering.fileno()]
+    if how == "nested":
+        box, lid = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        box.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", lingering.fileno()))])
+        keep.append(box)
+        sent = [lid.fileno()]
     mine, theirs = Channel.pair()
     try:
-        Channel(theirs).send(Hello(pid=0, device="cpu"), fds=[*fillers, lingering.fileno()])
-        lingering.close()  # the message in flight holds the socket: the driver's reference will be the last
+        Channel(theirs).send(Hello(pid=0, device="cpu"), fds=sent)
+        lingering.close()  # the messages in flight hold the socket: the driver's reference will be the last
+        if how == "nested":
+            lid.close()
         for fd in fillers:
             os.close(fd)
         started = time.monotonic()
@@ -199,8 +217,12 @@ def test_a_lingering_socket_a_server_sends_never_holds_the_driver(how: str) -> N
             driver.close()
         else:
             with pytest.raises(ProtocolError):
-                driver.recv(Reply if how == "refused" else Hello, timeout_s=5)  # refused, its descriptors closed
+                driver.recv(Reply if how in ("refused", "nested") else Hello, timeout_s=5)  # refused, fds closed
         assert time.monotonic() - started < 5.0
+        # and it was closed at once (reset, its unsent bytes dropped), not after its linger by a held thread
+        poller = select.poll()
+        poller.register(keep[0], select.POLLERR | select.POLLHUP)
+        assert poller.poll(5000), "the lingering socket was not closed within 5 s"
     finally:
         mine.close()
         theirs.close()

@@ -64,39 +64,60 @@ SCALAR_KINDS = {bool: "bool", int: "int", float: "float", str: "str", complex: "
 def close_fds(fds: Iterable[int]) -> None:
     """Close every descriptor of ``fds`` (already closed ones are skipped) without ever waiting for it.
 
-    A server chooses what it sends, and closing the last reference to some files blocks: a loopback TCP
+    A server chooses what it sends, and dropping the last reference to some files blocks: a loopback TCP
     socket with ``SO_LINGER`` and a full send buffer held the driver in ``close`` for the linger time, past
-    every bound of the call, and the request's retry blocked again (red team 6, X1). So a socket is made to
-    close at once (``SO_LINGER`` 0: unsent bytes dropped), and the last reference of every file is dropped
-    on a thread of its own (``_Closer``): here the number is closed after a ``dup`` taken for that thread,
-    which owns the duplicate's number until it is closed, so no number is closed after it was reused."""
+    every bound of the call, and the request's retry blocked again (red team 6, X1). So every socket among
+    them, and every socket waiting in the queue of a Unix socket among them (``_defuse``), is made to close
+    at once (``SO_LINGER`` 0: unsent bytes dropped), and the descriptors are closed on a thread of their own
+    (``_Closer``), which owns their numbers from here on: the caller must not use or close them again."""
+    budget = [_DEFUSE_BUDGET]
     for fd in fds:
         try:
-            last = os.dup(fd)
+            os.fstat(fd)
         except OSError:
             continue  # already closed
-        _no_linger(last)
-        try:
-            os.close(fd)  # not the last reference: returns at once
-        except OSError:
-            pass
-        _closer().put(last)
+        extra = _defuse(fd, budget, 0)
+        _closer().put(fd)
+        for other in extra:
+            _closer().put(other)
 
 
-def _no_linger(fd: int) -> None:
-    """A socket's close aborts at once (``SO_LINGER`` on, 0 s); other files are left as they are."""
+_DEFUSE_BUDGET = 1024
+"""Most messages and descriptors ``close_fds`` takes out of the queues of Unix sockets it was given."""
+
+
+def _defuse(fd: int, budget: list[int], depth: int) -> list[int]:
+    """Make dropping ``fd`` harmless where it is a socket: ``SO_LINGER`` 0; and for a Unix socket, take the
+    descriptors waiting in its queue (whose last references would otherwise be dropped, and might block, in
+    the closing thread) and defuse them too, within ``budget`` and 4 levels. Returns those descriptors."""
     try:
         if not stat.S_ISSOCK(os.fstat(fd).st_mode):
-            return
+            return []
         sock = socket.socket(fileno=os.dup(fd))
     except OSError:
-        return
+        return []
+    taken: list[int] = []
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        if sock.family == socket.AF_UNIX and depth < 4:
+            sock.setblocking(False)
+            while budget[0] > 0:
+                budget[0] -= 1
+                try:
+                    _, anc, _, _ = sock.recvmsg(65536, socket.CMSG_SPACE(SCM_MAX_FD * 4))
+                except OSError:  # nothing waiting (or not a readable socket)
+                    break
+                for level, kind, payload in anc:
+                    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                        for got in array.array("i", payload[: len(payload) - len(payload) % 4]):
+                            budget[0] -= 1
+                            taken.append(got)
+                            taken += _defuse(got, budget, depth + 1)
     except OSError:
         pass
     finally:
-        sock.close()
+        sock.close()  # a duplicate: not the last reference
+    return taken
 
 
 class _Closer:
@@ -115,7 +136,7 @@ class _Closer:
                 pass
 
     def put(self, fd: int) -> None:
-        """Close ``fd`` on the closer's thread (its number is the closer's until then)."""
+        """Close ``fd`` on the closer's thread (its number is the closer's from now on)."""
         self.fds.put(fd)
 
 
