@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import json
 import logging
 import math
 import os
-import queue
 import re
 import selectors
 import shutil
@@ -19,13 +17,14 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from cuda_gym.errors import SandboxError
 from cuda_gym.host import find_cuda_home
+from cuda_gym.job_thread import job_thread
 from cuda_gym.process_stop import continue_tree, stop_tree
 from cuda_gym.trees import remove_tree
 
@@ -837,7 +836,7 @@ class Sandbox:
             argv, run_env, preexec = self._command(inner, cwd, host_tmp, env, limits, cgroups)
             started = time.monotonic()
             try:
-                proc = _spawn(argv, cwd=cwd, env=run_env, stdin=subprocess.PIPE if stdin is not None
+                proc = spawn(argv, cwd=cwd, env=run_env, stdin=subprocess.PIPE if stdin is not None
                               else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               start_new_session=True, close_fds=True, pass_fds=fds, preexec_fn=preexec)
             except OSError as exc:
@@ -889,7 +888,7 @@ class Sandbox:
             argv = [*limit_argv, *inner]
         if self.mode != "bwrap":
             # SIGKILL when this process dies (bwrap has --die-with-parent; unshare's --kill-child then
-            # takes the namespace down with it). Spawned from one long-lived thread: see _spawn.
+            # takes the namespace down with it). Spawned from one long-lived thread: see spawn.
             argv = killed_with_this_process(argv)
         if limits.nice and _NICE:
             argv = [_NICE, "-n", str(limits.nice), *argv]
@@ -1268,69 +1267,27 @@ def _setpriv_has_pdeathsig() -> bool:
 _SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 
 
-class _Spawner:
-    """One daemon thread that forks every sandbox and helper process of this process (``_spawn``).
-
-    The kernel's parent-death signal (bwrap's ``--die-with-parent``, ``setpriv --pdeathsig``) fires
-    when the *thread* that forked the child ends, not the process: a sandbox started from a
-    short-lived worker thread would die with that thread. A daemon thread is not joined when the main
-    thread returns (a ``ThreadPoolExecutor``'s is, before ``atexit`` handlers and other threads: every
-    child then got ``SIGKILL`` while the process still ran), so children die exactly when this process does.
-    """
-
-    def __init__(self) -> None:
-        self.jobs: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._serve, name="cuda_gym-spawn", daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            job, future = self.jobs.get()
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(job())
-                except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                    future.set_exception(exc)
-
-    def run(self, job: Callable[[], Any]) -> Any:
-        """``job()`` on the spawner thread; its result or its exception."""
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self.jobs.put((job, future))
-        return future.result()
-
-
-_spawner: _Spawner | None = None
-_spawner_lock = threading.Lock()
-
-
-def _spawn(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
-    """``subprocess.Popen`` from the spawner thread (``_Spawner``): the child's parent-death signal then
-    fires when this process ends, not when the calling thread does."""
-    global _spawner
+def spawn(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen`` from this process's spawner thread (``cuda_gym.job_thread``). The kernel's
+    parent-death signal (bwrap's ``--die-with-parent``, ``setpriv --pdeathsig``, a helper's own ``prctl``:
+    ``die_with_parent``) fires when the *thread* that forked the child ends, not the process: a sandbox
+    started from a short-lived worker thread would die with that thread. The spawner lives as long as the
+    process, so its children die exactly when the process does."""
 
     def popen() -> subprocess.Popen[bytes]:
         return subprocess.Popen(argv, **popen_kwargs)
 
-    with _spawner_lock:
-        if _spawner is None:
-            try:
-                _spawner = _Spawner()
-            except RuntimeError:  # interpreter shutting down: no new threads; fork from here
-                return popen()
-        spawner = _spawner
+    try:
+        spawner = job_thread("cuda_gym-spawn")
+    except RuntimeError:  # interpreter shutting down: no new threads; fork from here
+        return popen()
     return spawner.run(popen)
 
 
 def killed_with_this_process(argv: list[str]) -> list[str]:
     """``argv`` behind ``setpriv --pdeathsig KILL`` (where setpriv has it): the kernel kills it when this
-    process dies, when it is started with ``spawn`` (from the long-lived spawner thread)."""
+    process dies, when it is started with ``spawn``."""
     return [_SETPRIV, "--pdeathsig", "KILL", "--", *argv] if _setpriv_has_pdeathsig() else list(argv)
-
-
-def spawn_tied(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
-    """Start ``argv`` (``subprocess.Popen``'s keywords) so that it dies with this process: a long-lived
-    helper whose orchestrator is killed must not run on (and spin on the timing CPUs) as an orphan."""
-    return _spawn(killed_with_this_process(argv), **popen_kwargs)
 
 
 def die_with_parent(parent: int) -> bool:
@@ -1345,12 +1302,6 @@ def die_with_parent(parent: int) -> bool:
     return os.getppid() == parent
 
 
-def _reset_spawner() -> None:
-    global _spawner, _spawner_lock
-    _spawner, _spawner_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_reset_spawner)
 
 
 def _soft_hard(value: int | tuple[int, int]) -> str:

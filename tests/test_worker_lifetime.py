@@ -1,5 +1,5 @@
 """A reference worker dies with the process that started it, also in the middle of a request
-(``cuda_gym.sandbox.spawn_tied``): on the H100 on 2026-12-05 the workers of a killed ``Judge`` went on
+(``cuda_gym.sandbox.die_with_parent``): on the H100 on 2026-12-05 the workers of a killed ``Judge`` went on
 timing, pinned to a timing lane's CPU, beside the next judge's."""
 
 from __future__ import annotations
@@ -117,9 +117,9 @@ TIED_AT_EXIT = textwrap.dedent(
     """
     import atexit
     import time
-    from cuda_gym.sandbox import spawn_tied
+    from cuda_gym.sandbox import killed_with_this_process, spawn
 
-    child = spawn_tied(["sleep", "100"])
+    child = spawn(killed_with_this_process(["sleep", "100"]))
     print(child.pid, flush=True)
     atexit.register(lambda: time.sleep(0.5) or print("alive at exit:", child.poll() is None, flush=True))
     """

@@ -20,18 +20,17 @@ import array
 import ctypes
 import ctypes.util
 import fcntl
+import functools
 import hashlib
 import logging
 import math
 import mmap
 import os
-import queue
 import select
 import socket
 import stat
 import struct
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ import numpy as np
 import torch
 
 from cuda_gym.errors import JudgeError, PeerGone, ProtocolError
+from cuda_gym.job_thread import job_thread
 from cuda_gym.judge.messages import Segment, TensorRef, Value, decode, encode
 
 log = logging.getLogger(__name__)
@@ -69,17 +69,16 @@ def close_fds(fds: Iterable[int]) -> None:
     every bound of the call, and the request's retry blocked again (red team 6, X1). So every socket among
     them, and every socket waiting in the queue of a Unix socket among them (``_defuse``), is made to close
     at once (``SO_LINGER`` 0: unsent bytes dropped), and the descriptors are closed on a thread of their own
-    (``_Closer``), which owns their numbers from here on: the caller must not use or close them again."""
+    (``cuda_gym.job_thread``), which owns their numbers from here on: the caller must not use or close them
+    again."""
     budget = [_DEFUSE_BUDGET]
     for fd in fds:
         try:
             os.fstat(fd)
         except OSError:
             continue  # already closed
-        extra = _defuse(fd, budget, 0)
-        _closer().put(fd)
-        for other in extra:
-            _closer().put(other)
+        for owned in (fd, *_defuse(fd, budget, 0)):
+            job_thread("cuda_gym-fd-closer").submit(functools.partial(_close_quietly, owned))
 
 
 _DEFUSE_BUDGET = 1024
@@ -120,44 +119,11 @@ def _defuse(fd: int, budget: list[int], depth: int) -> list[int]:
     return taken
 
 
-class _Closer:
-    """A daemon thread that closes descriptors handed to it (``close_fds``), one after the other."""
-
-    def __init__(self) -> None:
-        self.fds: queue.SimpleQueue[int] = queue.SimpleQueue()
-        threading.Thread(target=self._serve, name="cuda_gym-fd-closer", daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            fd = self.fds.get()
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-    def put(self, fd: int) -> None:
-        """Close ``fd`` on the closer's thread (its number is the closer's from now on)."""
-        self.fds.put(fd)
-
-
-_CLOSER: _Closer | None = None
-_CLOSER_LOCK = threading.Lock()
-
-
-def _closer() -> _Closer:
-    global _CLOSER
-    with _CLOSER_LOCK:
-        if _CLOSER is None:
-            _CLOSER = _Closer()
-        return _CLOSER
-
-
-def _reset_closer() -> None:
-    global _CLOSER, _CLOSER_LOCK
-    _CLOSER, _CLOSER_LOCK = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_reset_closer)
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 SPIN_S = 1.0
@@ -276,12 +242,7 @@ class Channel:
         """Close the socket; its last reference is dropped on the closer's thread (``close_fds``): messages
         the peer sent and nobody read go with it, and with them the last references to the files they carry,
         whose release may block (a lingering socket, red team 6)."""
-        try:
-            fd = self.sock.detach()
-        except OSError:
-            return
-        if fd >= 0:
-            close_fds([fd])
+        close_fds([self.sock.detach()])  # -1 when it was closed already: skipped
 
 
 # ---------------------------------------------------------------------- values

@@ -14,7 +14,7 @@ from typing import Any
 from cuda_gym.errors import JudgeError, ProtocolError
 from cuda_gym.judge.messages import Greet, Greeting, Quit, WorkerFailure, decode, encode
 from cuda_gym.judge.transport import EAGER_MODULES_ENV
-from cuda_gym.sandbox import spawn_tied
+from cuda_gym.sandbox import spawn
 from cuda_gym.text import clean_output
 
 log = logging.getLogger(__name__)
@@ -81,9 +81,9 @@ class ReferenceWorker:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         errlog = open(self.log_path, "ab")
         try:
-            # Killed with this process (its servers then die with it): a worker whose orchestrator was
-            # killed went on timing, pinned to a timing lane's CPU, beside the next judge's (H100, 2026-12-05).
-            self.proc = spawn_tied(
+            # From the spawner thread: the worker asks to die with this process (``--parent``), and its
+            # servers die with it.
+            self.proc = spawn(
                 [
                     sys.executable,
                     "-m",
