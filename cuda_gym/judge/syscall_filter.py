@@ -19,6 +19,7 @@ says so in its ``Hello`` (``filtered``), read before any submission code ran; th
 from __future__ import annotations
 
 import ctypes
+import errno
 import platform
 import struct
 from dataclasses import dataclass
@@ -28,8 +29,6 @@ SECCOMP_SET_MODE_FILTER = 1
 SECCOMP_FILTER_FLAG_TSYNC = 1
 SECCOMP_RET_ALLOW = 0x7FFF0000
 SECCOMP_RET_ERRNO = 0x00050000
-EPERM = 1
-ENOSYS = 38
 _BPF_LD_W_ABS = 0x20
 _BPF_JMP_JEQ_K = 0x15
 _BPF_JMP_JGE_K = 0x35
@@ -84,7 +83,7 @@ def server_filter(machine: str) -> bytes | None:
     if machine not in _ARCH:
         return None
     n = _ARCH[machine]
-    deny, allow, nosys = SECCOMP_RET_ERRNO | EPERM, SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | ENOSYS
+    deny, allow, nosys = SECCOMP_RET_ERRNO | errno.EPERM, SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | errno.ENOSYS
     x32 = X32_SYSCALL_BIT if machine == "x86_64" else 0xFFFFFFFF
     # (opcode, jump if true, jump if false, k): jumps name labels, resolved below
     program: list[tuple[int, str, str, int] | str] = [
