@@ -138,6 +138,10 @@ MANIFEST: list[Case] = [
     _n("c53_native_arena_watch", "29 native code takes the server's socket, answers the protocol itself, and computes "
        "output pages as the driver's input copy lands (red team 3 r01 and r02)", {"io", "process"}, set(),
        head_start=True),
+    # Linger 3600 s: a driver that closes the received sockets where it waits again hangs past the test's timeout.
+    _n("c54_native_lingering_socket", "27 a packet carrying both ends of a loopback TCP connection with SO_LINGER "
+       "{1, 3600} and a full send buffer: the driver's close() blocked for the linger time (red team 6 X1)",
+       {"io", "process"}, {"correctness"}),
     _n("g30_native_done_early_cuda", "23 answer before the GPU work is done (synchronize patched, hidden stream)",
        {"native-python", "stream"}, set(), flavour="cuda"),
     _c("g01_allocator_reuse_cuda", "1 allocator result reuse (CUDA)", SR, "cuda", set(), {"correctness"}),
