@@ -1,9 +1,10 @@
 """GPU memory of a judge's reference worker (device run): judge the honest ``cuda_kb_gelu`` solution
 (KernelBench L1 26_GELU_, 6 GiB inputs), then read the worker's GPU memory from ``nvidia-smi`` while it is
 idle, and judge ``cuda_kb_softmax`` with a second judge beside it (on an 80 GB H100 on 2026-12-05 the idle
-worker of the first held 61.8 GiB and the second ran out of memory).
+worker of the first held 61.8 GiB and the second ran out of memory; after the memory changes, in session 19:
+7.8 GiB, and the second passed beside it).
 
-usage: python3 benchmarks/device/worker_memory.py OUT.json   (carry: [".whl", ".carry"])
+usage: source benchmarks/device/setup.sh; python3 benchmarks/device/worker_memory.py OUT.json   (carry: [".whl", ".carry"])
 """
 
 from __future__ import annotations
