@@ -184,6 +184,19 @@ def test_noisy_baselines_are_not_cached_and_the_verdict_says_so(judge_env: dict[
         assert not any((tmp_path / "cache" / "baselines").rglob("*.json"))  # no noisy baseline is cached
 
 
+def test_baselines_are_measured_before_the_candidate_runs(judge_env: dict[str, Path], task, tmp_path: Path) -> None:
+    """A task's first timed evaluation measures its baselines before any of the candidate's code runs, on the
+    CPU as on a GPU: kernel work that outlives a killed server (red team 6's namespace teardown) would slow
+    them for every later speedup of the task. An incorrect candidate finds them measured and cached."""
+    cfg = JudgeConfig(device="cpu", timed_calls=3, warmup=1, compile_baseline=False, cache_judgements=False,
+                      noise_iqr=0, cache_dir=tmp_path / "cache", work_dir=judge_env["work_dir"])
+    with Judge(cfg) as j:
+        assert not j.baseline_cached(task)
+        wrong = j.evaluate(task, solution=cases.WRONG, mode="full")
+        assert wrong.compiled and not wrong.correct and wrong.eager is None, wrong.to_json()
+        assert j.baseline_cached(task)
+
+
 def test_wrong_output_fails_a_trial(judge: Judge, task) -> None:
     res = judge.evaluate(task, solution=cases.WRONG, mode="verify")
     assert res.compiled and not res.error

@@ -350,11 +350,11 @@ class Judge:
             # agent's feedback), the timed calls and the baselines do not (device time for nothing).
             mode = "verify"
         baselines = None
-        if mode != "verify" and self.config.is_cuda:
-            # From the cache, or measured before any of the candidate's code runs on the GPU: a candidate timed
-            # first could leave it hot (clocks down) for the baselines that every later speedup of the task
-            # divides. (On the CPU, where no such state outlives a process, only a correct candidate's
-            # evaluation measures them.)
+        if mode != "verify":
+            # From the cache, or measured before any of the candidate's code runs: what a candidate leaves behind
+            # would slow the baselines that every later speedup of the task divides (a hot GPU with its clocks
+            # down; on the CPU, kernel work that outlives the killed server, such as the teardown of the
+            # namespaces of red team 6's X2, dirty pages written back, memory compacted).
             baselines = self._baselines(task, facts)
         report = self._evaluate(task, sub, mode, job_dir, job.module_path, job.inline)
         result.fingerprint["sandbox"] = report.sandbox
@@ -364,9 +364,9 @@ class Judge:
             result.compile_log = clean_output(report.error, self.config.output_limit)
             return report
         self._record(report, result)
-        if report.error or mode == "verify":
+        if report.error or baselines is None:  # verify mode: no timed calls, no baselines
             return report
-        self._judge_speed(task, facts, result, baselines)
+        self._judge_speed(facts, result, baselines)
         if mode == "profile":
             result.profile = _kernels(report.profile)[:15]
             if result.correct:
@@ -529,13 +529,13 @@ class Judge:
             )
             result.timed_seconds = sum(report.raw_ms) / 1000.0
 
-    def _judge_speed(self, task: Task, facts: TaskFacts, result: JudgeResult,
-                     baselines: tuple[Timing | None, Timing | None, str] | None = None) -> None:
-        """Baselines (``baselines`` when they were measured before the candidate), noise and the plausibility
-        bounds of a correct, timed result."""
+    def _judge_speed(self, facts: TaskFacts, result: JudgeResult,
+                     baselines: tuple[Timing | None, Timing | None, str]) -> None:
+        """The baselines (taken before the candidate ran), noise and the plausibility bounds of a correct,
+        timed result."""
         if result.candidate is None or not result.correct:
             return
-        result.eager, result.compile, compile_error = baselines or self._baselines(task, facts)
+        result.eager, result.compile, compile_error = baselines
         if compile_error:
             result.fingerprint["compile_error"] = compile_error[:300]
         result.noise = noise_note(result, self.config.noise_iqr)
