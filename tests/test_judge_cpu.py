@@ -195,6 +195,43 @@ def test_baselines_are_measured_before_the_candidate_runs(judge_env: dict[str, P
         wrong = j.evaluate(task, solution=cases.WRONG, mode="full")
         assert wrong.compiled and not wrong.correct and wrong.eager is None, wrong.to_json()
         assert j.baseline_cached(task)
+        honest = j.evaluate(task, solution=cases.HONEST, mode="full")
+    assert honest.passed and honest.eager is not None and honest.eager.source == "cache", honest.to_json()
+
+
+# The task's reference, made to run only where this test's variable is: in the judge's reference worker (which
+# inherits the test's environment), never in a sandboxed server (whose environment the judge writes).
+HOST_ONLY_REFERENCE = """
+import os as _os
+
+_forward = Model.forward
+
+
+def _host_only(self, *args):
+    if _os.environ.get("CUDA_GYM_TEST_REFERENCE_HOST") != "1":
+        raise RuntimeError("this reference runs only in the judge's reference worker")
+    return _forward(self, *args)
+
+
+Model.forward = _host_only
+"""
+
+
+def test_a_reference_that_cannot_be_timed_costs_only_correct_candidates_their_verdict(
+    judge_env: dict[str, Path], task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Baselines come first, but their failure is the judge's error only where a speed needs them: an
+    incorrect candidate still gets its -1; a correct one, whose speedup has nothing to divide, a JudgeError."""
+    monkeypatch.setenv("CUDA_GYM_TEST_REFERENCE_HOST", "1")
+    untimeable = dataclasses.replace(task, id="custom/host_only_gelu", name="host_only_gelu",
+                                     code=task.code + HOST_ONLY_REFERENCE)
+    cfg = JudgeConfig(device="cpu", timed_calls=3, warmup=1, compile_baseline=False, cache_judgements=False,
+                      noise_iqr=0, cache_dir=tmp_path / "cache", work_dir=judge_env["work_dir"])
+    with Judge(cfg) as j:
+        wrong = j.evaluate(untimeable, solution=cases.WRONG, mode="full")
+        assert wrong.compiled and not wrong.correct and milestone_reward(wrong) == -1, wrong.to_json()
+        with pytest.raises(JudgeError, match="could not be timed.*runs only in the judge's reference worker"):
+            j.evaluate(untimeable, solution=cases.HONEST, mode="full")
 
 
 def test_wrong_output_fails_a_trial(judge: Judge, task) -> None:

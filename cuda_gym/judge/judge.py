@@ -349,13 +349,17 @@ class Judge:
             # A rule already broken scores -1 whatever the speed: the correctness trials still run (the
             # agent's feedback), the timed calls and the baselines do not (device time for nothing).
             mode = "verify"
-        baselines = None
+        baselines: tuple[Timing | None, Timing | None, str] | JudgeError | None = None
         if mode != "verify":
             # From the cache, or measured before any of the candidate's code runs: what a candidate leaves behind
             # would slow the baselines that every later speedup of the task divides (a hot GPU with its clocks
             # down; on the CPU, kernel work that outlives the killed server, such as the teardown of the
-            # namespaces of red team 6's X2, dirty pages written back, memory compacted).
-            baselines = self._baselines(task, facts)
+            # namespaces of red team 6's X2, dirty pages written back, memory compacted). A reference that
+            # cannot be timed is the judge's error only where a speed needs it: a wrong candidate keeps its -1.
+            try:
+                baselines = self._baselines(task, facts)
+            except JudgeError as exc:
+                baselines = exc
         report = self._evaluate(task, sub, mode, job_dir, job.module_path, job.inline)
         result.fingerprint["sandbox"] = report.sandbox
         if sub.kind == "single" and report.import_failed:
@@ -530,11 +534,13 @@ class Judge:
             result.timed_seconds = sum(report.raw_ms) / 1000.0
 
     def _judge_speed(self, facts: TaskFacts, result: JudgeResult,
-                     baselines: tuple[Timing | None, Timing | None, str]) -> None:
-        """The baselines (taken before the candidate ran), noise and the plausibility bounds of a correct,
-        timed result."""
+                     baselines: tuple[Timing | None, Timing | None, str] | JudgeError) -> None:
+        """The baselines (taken before the candidate ran; their error is raised here), noise and the
+        plausibility bounds of a correct, timed result."""
         if result.candidate is None or not result.correct:
             return
+        if isinstance(baselines, JudgeError):
+            raise baselines
         result.eager, result.compile, compile_error = baselines
         if compile_error:
             result.fingerprint["compile_error"] = compile_error[:300]
