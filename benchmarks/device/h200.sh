@@ -5,7 +5,7 @@
 #   TESTS is split on blanks (paths, node ids); a -k expression with blanks goes in TESTS_K ("not hang")
 #   on nvidia-h200-x2: CUDA_GYM_TEST_GPUS=0,1 PYTEST_ARGS='-n 2' gives each pytest-xdist worker its own GPU
 #   on one GPU run judged tests without -n: beside another worker's judge the judge rightly finds the GPU busy
-#   before its calls (2026-12-05, H100: 3 of 15 tests failed so with -n 3, all passed one at a time)
+#   before its calls (2026-12-05, H100, -n 3: 3 of 15 judged tests failed so, a fourth ran out of memory; all passed one at a time)
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 source "$(dirname "$0")/setup.sh"

@@ -142,8 +142,10 @@ MANIFEST: list[Case] = [
     _n("c54_native_lingering_socket", "27 a packet carrying both ends of a loopback TCP connection with SO_LINGER "
        "{1, 3600} and a full send buffer: the driver's close() blocked for the linger time (red team 6 X1)",
        {"io", "process"}, {"correctness"}),
-    # Its effect (the teardown slowing the eager baseline) was not resolved above the noise: the case counts the
-    # network namespaces its child made (up to 2,000; the seccomp filter lets it make none).
+    # Its effect (the teardown slowing what the judge times next) was not resolved above the noise: the case counts
+    # the network namespaces its child made (up to 2,000; the seccomp filter lets it make none). Where the host
+    # allows no user namespaces at all the count is 0 without the filter too; tests/test_syscall_filter.py checks
+    # the filter against a host that makes them (skipped elsewhere).
     _n("c55_native_namespace_flood", "30 kernel work that outlives the sandbox: a child in a nested user namespace "
        "pins network namespaces, torn down after the kill (red team 6 X2)", {"native-python", "io", "process"}, set(),
        head_start=True),

@@ -3,7 +3,7 @@
 // mount of /proc/self/ns/net stacked on one file, hands the server an fd of that mount namespace and exits (reaped
 // before forward returns: no process is left). When the judge kills the sandbox, the mount namespace goes and the
 // kernel's cleanup_net workers tear the network namespaces down: seconds of kernel CPU (for 12,000) that no account
-// of the server's holds, while the judge times what comes next (on the CPU the eager baseline, when not cached).
+// of the server's holds, while the judge times what comes next (an uncached baseline was, until a4efcb7).
 // The server's seccomp filter refuses new namespaces (unshare or clone with a CLONE_NEW* flag: EPERM) and setns
 // (syscall_filter.server_filter): the child's first unshare fails, and nothing is made.
 // Its "event time" is the test's instrument (head_start): every Finished the server sends reports the number of
