@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cuda_gym.errors import SandboxError
-from cuda_gym.sandbox import MODE_ENV, GiB, Limits, Sandbox, available_modes, sandbox_mode
+from cuda_gym.sandbox import MODE_ENV, OOM_SCORE_ADJ, GiB, Limits, Sandbox, available_modes, sandbox_mode
 from sandbox_helpers import cgroup_here, survivors
 
 REPO = Path(__file__).resolve().parent.parent
@@ -250,6 +250,17 @@ def test_timeout_kills_whole_tree(mode: str, box: Path) -> None:
     if mode == "limits" and not cgroup_here():
         pytest.xfail("limits mode without a cgroup cannot catch setsid escapes")
     assert survivors(marker) == []
+
+
+def test_the_out_of_memory_killer_takes_the_sandbox_first(mode: str, box: Path) -> None:
+    """Every process of a sandbox, its children included, has the highest ``oom_score_adj``: memory a
+    submission holds in unmapped memfds counts in no process's size, and the out-of-memory killer took the
+    judge's reference worker instead (red team 7, O1)."""
+    own = Path("/proc/self/oom_score_adj").read_text()
+    res = Sandbox([box], mode=mode).run("cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'",
+                                        cwd=box, limits=Limits(wall_s=20))
+    assert res.ok and res.output.split() == [str(OOM_SCORE_ADJ)] * 2, res.output
+    assert Path("/proc/self/oom_score_adj").read_text() == own  # this process's own is as it was
 
 
 def test_background_processes_die_with_command(mode: str, box: Path) -> None:
