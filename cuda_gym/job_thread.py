@@ -2,7 +2,7 @@
 
 The sandbox forks every sandbox and helper process from one (``sandbox.spawn``: a child's parent-death
 signal fires when the thread that forked it ends), and the judge's transport closes what a server sent on
-another (``transport.close_fds``: a close may block). A daemon thread is not joined when the main thread
+another (``fd_closer.close_fds``: a close may block). A daemon thread is not joined when the main thread
 returns (a ``ThreadPoolExecutor``'s is, before ``atexit`` handlers and other threads), so it lives exactly
 as long as its process.
 """

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from cuda_gym.errors import JudgeError, ProtocolError
+from cuda_gym.fd_closer import close_fds
 from cuda_gym.judge.messages import (
     MAX_DEPTH,
     Call,
@@ -170,6 +171,17 @@ def test_channel_readable_on_a_descriptor_above_1023() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+def _open_files() -> set[str]:
+    """What this process's descriptors point to (``socket:[inode]`` for a socket)."""
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out.add(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass  # closed meanwhile (the listing's own descriptor)
+    return out
+
+
 def _lingering_socket() -> tuple[socket.socket, list[socket.socket]]:
     """A loopback TCP socket with ``SO_LINGER`` (30 s) and bytes its peer never reads, so that dropping its
     last reference blocks; and the sockets that keep that state, its peer first (to close after)."""
@@ -187,27 +199,41 @@ def _lingering_socket() -> tuple[socket.socket, list[socket.socket]]:
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("how", ["refused", "too-many", "unread", "nested"])
+@pytest.mark.parametrize("how", ["refused", "too-many", "unread", "nested", "deep", "behind-fillers"])
 def test_a_lingering_socket_a_server_sends_never_holds_the_driver(how: str) -> None:
     """A server sends a lingering TCP socket over the channel: with a message the driver refuses, behind 64
     other descriptors (more than a message may carry: the kernel used to drop the extra ones inside the
     driver's own ``recvmsg``), in a message the driver never reads before it closes the channel, or waiting
-    in the queue of a Unix socket it sends. Dropping the last reference blocked for the linger time, past
-    every bound of the call (red team 6, X1: a judgement then took 2x the reference timeout); the driver's
-    closes must not wait, and the thread that closes for it must not be held either."""
+    in the queue of a Unix socket it sends: directly, six Unix sockets deep, or behind 1,518 other
+    descriptors in that queue. Dropping the last reference blocked for the linger time, past every bound of
+    the call (red team 6, X1: a judgement then took 2x the reference timeout); the driver's closes must not
+    wait, and the thread that closes for it must not be held either (red team 7, D1: a drain of the queues
+    with a budget and a depth was held by what lay beyond them, and every later descriptor leaked)."""
     lingering, keep = _lingering_socket()
+    lingering_inode = os.fstat(lingering.fileno()).st_ino
     fillers = [os.open(os.devnull, os.O_RDONLY) for _ in range(64 if how == "too-many" else 0)]
     sent = [*fillers, lingering.fileno()]
-    if how == "nested":
-        box, lid = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-        box.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", lingering.fileno()))])
-        keep.append(box)
-        sent = [lid.fileno()]
+    lids: list[socket.socket] = []
+    if how in ("nested", "deep", "behind-fillers"):
+        inner = lingering.fileno()
+        for _ in range(6 if how == "deep" else 1):
+            box, lid = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            if how == "behind-fillers":
+                for _ in range(6):
+                    nulls = [os.open(os.devnull, os.O_RDONLY) for _ in range(253)]
+                    box.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("253i", *nulls))])
+                    for fd in nulls:
+                        os.close(fd)
+            box.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", inner))])
+            keep.append(box)
+            lids.append(lid)
+            inner = lid.fileno()
+        sent = [inner]
     mine, theirs = Channel.pair()
     try:
         Channel(theirs).send(Hello(pid=0, device="cpu"), fds=sent)
         lingering.close()  # the messages in flight hold the socket: the driver's reference will be the last
-        if how == "nested":
+        for lid in lids:
             lid.close()
         for fd in fillers:
             os.close(fd)
@@ -217,12 +243,21 @@ def test_a_lingering_socket_a_server_sends_never_holds_the_driver(how: str) -> N
             driver.close()
         else:
             with pytest.raises(ProtocolError):
-                driver.recv(Reply if how in ("refused", "nested") else Hello, timeout_s=5)  # refused, fds closed
+                driver.recv(Hello if how == "too-many" else Reply, timeout_s=5)  # refused, fds closed
         assert time.monotonic() - started < 5.0
-        # and it was closed at once (reset, its unsent bytes dropped), not after its linger by a held thread
-        poller = select.poll()
-        poller.register(keep[0], select.POLLERR | select.POLLHUP)
-        assert poller.poll(5000), "the lingering socket was not closed within 5 s"
+        # Nothing is held after it: a pipe and a socket handed over next are closed within 5 s (their other
+        # ends see it), where the closing thread used to stay in the linger for 30 s; and this process holds
+        # the lingering socket no more (the closer process that did was killed, which ended its wait).
+        reader, writer = os.pipe()
+        ours, other = socket.socketpair()
+        close_fds([reader, ours.detach()])
+        for end, event in ((writer, select.POLLERR), (other, select.POLLHUP)):
+            poller = select.poll()
+            poller.register(end, event)
+            assert poller.poll(5000), f"{how}: the closer is held"
+        os.close(writer)
+        other.close()
+        assert f"socket:[{lingering_inode}]" not in _open_files()
     finally:
         mine.close()
         theirs.close()

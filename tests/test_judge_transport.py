@@ -167,7 +167,7 @@ def test_a_refused_segment_closes_every_descriptor_of_its_answer() -> None:
     fds = [os.memfd_create(f"seg{i}") for i in range(4)]
     with pytest.raises(ProtocolError, match="bad size"):
         peer.attach([Segment(9000, 0), *(Segment(9001 + i, 4096) for i in range(3))], fds)
-    until = time.monotonic() + 5.0  # closed on the closer's thread (transport.close_fds)
+    until = time.monotonic() + 5.0  # closed on the closer's thread (fd_closer.close_fds)
     while any(_is_open(fd) for fd in fds) and time.monotonic() < until:
         time.sleep(0.01)
     assert not any(_is_open(fd) for fd in fds)

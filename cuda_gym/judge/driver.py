@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from cuda_gym.errors import DeviceStuckError, JudgeError, ProtocolError, SandboxError, StopTimeout, UnreadableAnswer
+from cuda_gym.fd_closer import close_fds
 from cuda_gym.judge import harness
 from cuda_gym.judge.cpu_load import smt_siblings
 from cuda_gym.judge.messages import (
@@ -71,7 +72,6 @@ from cuda_gym.judge.transport import (
     RemoteMemory,
     StreamFlags,
     check_output_ref,
-    close_fds,
     contiguous_strides,
     dtype_of,
     from_value,

@@ -20,7 +20,6 @@ import array
 import ctypes
 import ctypes.util
 import fcntl
-import functools
 import hashlib
 import logging
 import math
@@ -28,11 +27,10 @@ import mmap
 import os
 import select
 import socket
-import stat
 import struct
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +39,7 @@ import numpy as np
 import torch
 
 from cuda_gym.errors import JudgeError, PeerGone, ProtocolError
-from cuda_gym.job_thread import job_thread
+from cuda_gym.fd_closer import close_fds
 from cuda_gym.judge.messages import Segment, TensorRef, Value, decode, encode
 
 log = logging.getLogger(__name__)
@@ -59,71 +57,6 @@ SCALAR_KINDS = {bool: "bool", int: "int", float: "float", str: "str", complex: "
 
 
 # ---------------------------------------------------------------------- channel
-
-
-def close_fds(fds: Iterable[int]) -> None:
-    """Close every descriptor of ``fds`` (already closed ones are skipped) without ever waiting for it.
-
-    A server chooses what it sends, and dropping the last reference to some files blocks: a loopback TCP
-    socket with ``SO_LINGER`` and a full send buffer held the driver in ``close`` for the linger time, past
-    every bound of the call, and the request's retry blocked again (red team 6, X1). So every socket among
-    them, and every socket waiting in the queue of a Unix socket among them (``_defuse``), is made to close
-    at once (``SO_LINGER`` 0: unsent bytes dropped), and the descriptors are closed on a thread of their own
-    (``cuda_gym.job_thread``), which owns their numbers from here on: the caller must not use or close them
-    again."""
-    budget = [_DEFUSE_BUDGET]
-    for fd in fds:
-        try:
-            os.fstat(fd)
-        except OSError:
-            continue  # already closed
-        for owned in (fd, *_defuse(fd, budget, 0)):
-            job_thread("cuda_gym-fd-closer").submit(functools.partial(_close_quietly, owned))
-
-
-_DEFUSE_BUDGET = 1024
-"""Most messages and descriptors ``close_fds`` takes out of the queues of Unix sockets it was given."""
-
-
-def _defuse(fd: int, budget: list[int], depth: int) -> list[int]:
-    """Make dropping ``fd`` harmless where it is a socket: ``SO_LINGER`` 0; and for a Unix socket, take the
-    descriptors waiting in its queue (whose last references would otherwise be dropped, and might block, in
-    the closing thread) and defuse them too, within ``budget`` and 4 levels. Returns those descriptors."""
-    try:
-        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
-            return []
-        sock = socket.socket(fileno=os.dup(fd))
-    except OSError:
-        return []
-    taken: list[int] = []
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        if sock.family == socket.AF_UNIX and depth < 4:
-            sock.setblocking(False)
-            while budget[0] > 0:
-                budget[0] -= 1
-                try:
-                    _, anc, _, _ = sock.recvmsg(65536, socket.CMSG_SPACE(SCM_MAX_FD * 4))
-                except OSError:  # nothing waiting (or not a readable socket)
-                    break
-                for level, kind, payload in anc:
-                    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                        for got in array.array("i", payload[: len(payload) - len(payload) % 4]):
-                            budget[0] -= 1
-                            taken.append(got)
-                            taken += _defuse(got, budget, depth + 1)
-    except OSError:
-        pass
-    finally:
-        sock.close()  # a duplicate: not the last reference
-    return taken
-
-
-def _close_quietly(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass
 
 
 SPIN_S = 1.0

@@ -5,8 +5,9 @@
 // The driver refuses the packet (not a message). Before the fix (cf5144f and earlier) it closed the received
 // descriptors in its own thread, and the close() of the lingering end blocked in the kernel (tcp_close ->
 // sk_stream_wait_close) for the linger time, past every bound of the driver's: a 3600 s linger made the judgement
-// a JudgeError after twice the reference worker's timeout. Now every socket the driver closes gets linger 0 first,
-// on a closer thread of its own (transport.close_fds): the call ends as the candidate's -1 at once.
+// a JudgeError after twice the reference worker's timeout. Now the driver's process never drops the last reference
+// to a socket a server sent: a closer process does (cuda_gym/fd_closer.py), killed when it does not confirm within
+// 1 s. The call ends as the candidate's -1 at once.
 #include <torch/extension.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
