@@ -148,6 +148,8 @@ class _Closer:
 
 
 _STATE: dict[str, _Closer] = {}
+# A forked child starts a closer of its own: the parent's, and the confirmations on its socket, are the parent's.
+os.register_at_fork(after_in_child=_STATE.clear)
 KEPT: list[int] = []
 """Sockets no message could carry to the closer (``ETOOMANYREFS``): kept open, never closed here."""
 
