@@ -154,6 +154,13 @@ KEPT: list[int] = []
 """Sockets no message could carry to the closer (``ETOOMANYREFS``): kept open, never closed here."""
 
 
+def _close_all(others: list[int], sockets: list[int]) -> None:
+    for fd in others:
+        _close_quietly(fd)
+    if sockets:
+        _close_sockets(sockets)
+
+
 def _close_sockets(sockets: list[int]) -> None:
     for _ in range(2):
         closer = _STATE.get("closer")
@@ -178,13 +185,8 @@ def close_fds(fds: Iterable[int]) -> None:
             (sockets if stat.S_ISSOCK(os.fstat(fd).st_mode) else others).append(fd)
         except OSError:
             continue  # already closed
-    if not (sockets or others):
-        return
-    closer = job_thread("cuda_gym-fd-closer")
-    for fd in others:
-        closer.submit(functools.partial(_close_quietly, fd))
-    if sockets:
-        closer.submit(functools.partial(_close_sockets, sockets))
+    if sockets or others:
+        job_thread("cuda_gym-fd-closer").submit(functools.partial(_close_all, others, sockets))
 
 
 def _close_quietly(fd: int) -> None:
