@@ -184,13 +184,17 @@ def test_noisy_baselines_are_not_cached_and_the_verdict_says_so(judge_env: dict[
         assert not any((tmp_path / "cache" / "baselines").rglob("*.json"))  # no noisy baseline is cached
 
 
+def _fresh_judge(judge_env: dict[str, Path], tmp_path: Path) -> Judge:
+    """A CPU judge with an empty cache of its own: a task's baselines are not measured yet."""
+    return Judge(JudgeConfig(device="cpu", timed_calls=3, warmup=1, compile_baseline=False, cache_judgements=False,
+                             noise_iqr=0, cache_dir=tmp_path / "cache", work_dir=judge_env["work_dir"]))
+
+
 def test_baselines_are_measured_before_the_candidate_runs(judge_env: dict[str, Path], task, tmp_path: Path) -> None:
     """A task's first timed evaluation measures its baselines before any of the candidate's code runs, on the
     CPU as on a GPU: kernel work that outlives a killed server (red team 6's namespace teardown) would slow
     them for every later speedup of the task. An incorrect candidate finds them measured and cached."""
-    cfg = JudgeConfig(device="cpu", timed_calls=3, warmup=1, compile_baseline=False, cache_judgements=False,
-                      noise_iqr=0, cache_dir=tmp_path / "cache", work_dir=judge_env["work_dir"])
-    with Judge(cfg) as j:
+    with _fresh_judge(judge_env, tmp_path) as j:
         assert not j.baseline_cached(task)
         wrong = j.evaluate(task, solution=cases.WRONG, mode="full")
         assert wrong.compiled and not wrong.correct and wrong.eager is None, wrong.to_json()
@@ -225,9 +229,7 @@ def test_a_reference_that_cannot_be_timed_costs_only_correct_candidates_their_ve
     monkeypatch.setenv("CUDA_GYM_TEST_REFERENCE_HOST", "1")
     untimeable = dataclasses.replace(task, id="custom/host_only_gelu", name="host_only_gelu",
                                      code=task.code + HOST_ONLY_REFERENCE)
-    cfg = JudgeConfig(device="cpu", timed_calls=3, warmup=1, compile_baseline=False, cache_judgements=False,
-                      noise_iqr=0, cache_dir=tmp_path / "cache", work_dir=judge_env["work_dir"])
-    with Judge(cfg) as j:
+    with _fresh_judge(judge_env, tmp_path) as j:
         wrong = j.evaluate(untimeable, solution=cases.WRONG, mode="full")
         assert wrong.compiled and not wrong.correct and milestone_reward(wrong) == -1, wrong.to_json()
         with pytest.raises(JudgeError, match="could not be timed.*runs only in the judge's reference worker"):
