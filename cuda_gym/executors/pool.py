@@ -74,8 +74,7 @@ class _Lane:
 
     def worker_pid(self) -> int | None:
         """The pid of the lane's reference worker (``None`` before its first job or after a fault)."""
-        proc = self.judge._ref.proc
-        return proc.pid if proc is not None and proc.poll() is None else None
+        return self.judge.worker_pid
 
     def close(self) -> None:
         self.judge.close()

@@ -270,6 +270,13 @@ class Judge:
             bar.close()
         return out
 
+    @property
+    def worker_pid(self) -> int | None:
+        """The pid of the judge's reference worker, the trusted process that runs each evaluation's driver
+        (``None`` before its first evaluation, or once it ended)."""
+        proc = self._ref.proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
     def close(self) -> None:
         """Stop the reference worker."""
         self._ref.close()
