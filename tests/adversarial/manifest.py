@@ -149,6 +149,9 @@ MANIFEST: list[Case] = [
     _n("c55_native_namespace_flood", "30 kernel work that outlives the sandbox: a child in a nested user namespace "
        "pins network namespaces, torn down after the kill (red team 6 X2)", {"native-python", "io", "process"}, set(),
        head_start=True),
+    _n("c56_native_lingering_socket_queued", "27 c54's lingering TCP connection queued in a Unix socket behind 1,518 "
+       "descriptors, 6 sockets deep: the worker's closer thread was held, its descriptors kept (red team 7 D1)",
+       {"io", "process"}, {"correctness"}),
     _n("g30_native_done_early_cuda", "23 answer before the GPU work is done (synchronize patched, hidden stream)",
        {"native-python", "stream"}, set(), flavour="cuda"),
     _c("g01_allocator_reuse_cuda", "1 allocator result reuse (CUDA)", SR, "cuda", set(), {"correctness"}),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -88,17 +90,42 @@ def _native_params() -> list:
             for c in MANIFEST if c.native]
 
 
+FD_SLACK = 4
+"""Descriptors the reference worker may hold after a native case beyond what it held before it."""
+
+
+def _open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _settled_fds(pid: int, bound: int, wait_s: float = 10.0) -> int:
+    """The worker's open descriptors once they are down to ``bound`` (closes finish in the background), or
+    after ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while (n := _open_fds(pid)) > bound and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return n
+
+
 @pytest.mark.parametrize("case", _native_params())
 def test_native_hack_gains_nothing_without_static_rules(case: Case, tmp_path: Path, judges: SharedJudges) -> None:
-    """The process model alone holds: with the static rules off, no reward above the honest base."""
+    """The process model alone holds: with the static rules off, no reward above the honest base, and the
+    trusted reference worker is left as the case found it (the same process, no descriptor kept: red team 7's
+    D1 left 1,268 in it, then every later evaluation's, until the judge hung)."""
     device = "cuda:0" if case.gpu else "cpu"
     (tmp_path / "slow_base").mkdir()
     slow_base_reward = _slow_base_reward(case.flavour, device, tmp_path, judges)
     task = load_task(case.task)
     ws = make_workspace(task, case.path, case.flavour, tmp_path)
-    result = judges.get(device, static_rules=False).evaluate(task, workspace=ws, mode="full")
+    judge = judges.get(device, static_rules=False)
+    worker = judge.worker_pid  # started by the slow base, whose task state (and pools) the case reuses
+    assert worker is not None
+    before = _open_fds(worker)
+    result = judge.evaluate(task, workspace=ws, mode="full")
     reward = milestone_reward(result)
     assert reward <= slow_base_reward, result.to_json()
+    assert judge.worker_pid == worker, "the case cost the judge its reference worker"
+    assert _settled_fds(worker, before + FD_SLACK) <= before + FD_SLACK, "the case left descriptors in the worker"
     assert result.compiled, result.compile_log  # the hack ran: its verdict comes from the runtime checks
     if case.head_start:  # the case's own count of the work it did before the clock could see it
         assert result.candidate is not None and result.candidate.event_median_ms == 0, result.to_json()
