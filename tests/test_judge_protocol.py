@@ -199,15 +199,16 @@ def _lingering_socket() -> tuple[socket.socket, list[socket.socket]]:
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("how", ["refused", "too-many", "unread", "nested", "deep", "behind-fillers"])
+@pytest.mark.parametrize("how", ["refused", "too-many", "expected", "unread", "nested", "deep", "behind-fillers"])
 def test_a_lingering_socket_a_server_sends_never_holds_the_driver(how: str) -> None:
-    """A server sends a lingering TCP socket over the channel: with a message the driver refuses, behind 64
-    other descriptors (more than a message may carry: the kernel used to drop the extra ones inside the
-    driver's own ``recvmsg``), in a message the driver never reads before it closes the channel, or waiting
-    in the queue of a Unix socket it sends: directly, six Unix sockets deep, or behind 1,518 other
-    descriptors in that queue. Dropping the last reference blocked for the linger time, past every bound of
-    the call (red team 6, X1: a judgement then took 2x the reference timeout); the driver's closes must not
-    wait, and the thread that closes for it must not be held either (red team 7, D1: a drain of the queues
+    """A server sends a lingering TCP socket over the channel: with a message the driver refuses, behind 64 other
+    descriptors (more than a message may carry: the kernel used to drop the extra ones inside the driver's own
+    ``recvmsg``), with the very message the driver expects, which carries no descriptors (it was accepted, and a
+    server could send one such socket per call: red team 8, B1), in a message the driver never reads before it
+    closes the channel, or waiting in the queue of a Unix socket it sends: directly, six Unix sockets deep, or
+    behind 1,518 other descriptors in that queue. Dropping the last reference blocked for the linger time, past
+    every bound of the call (red team 6, X1: a judgement then took 2x the reference timeout); the driver's closes
+    must not wait, and the thread that closes for it must not be held either (red team 7, D1: a drain of the queues
     with a budget and a depth was held by what lay beyond them, and every later descriptor leaked)."""
     lingering, keep = _lingering_socket()
     lingering_inode = os.fstat(lingering.fileno()).st_ino
@@ -243,7 +244,7 @@ def test_a_lingering_socket_a_server_sends_never_holds_the_driver(how: str) -> N
             driver.close()
         else:
             with pytest.raises(ProtocolError):
-                driver.recv(Hello if how == "too-many" else Reply, timeout_s=5)  # refused, fds closed
+                driver.recv(Hello if how in ("too-many", "expected") else Reply, timeout_s=5)  # refused, fds closed
         assert time.monotonic() - started < 5.0
         # Nothing is held after it: a pipe and a socket handed over next are closed within 5 s (their other
         # ends see it), where the closing thread used to stay in the linger for 30 s; and this process holds

@@ -104,7 +104,7 @@ class Server:
     def serve(self) -> None:
         """Answer messages until ``Shutdown`` or the driver goes away."""
         while True:
-            msg, fds = self.channel.recv((Calibrate, Load, Call, Shutdown))
+            msg, fds = self.channel.recv((Calibrate, Load, Call, Shutdown), with_fds=True)
             received = time.perf_counter()
             if isinstance(msg, Shutdown):
                 return

@@ -515,8 +515,7 @@ class ServerSession:
         draws = self._draw_positions()
         try:
             self.channel.send(payload)
-            armed, afds = self.channel.recv((Armed, Reply), timeout_s, self._alive)
-            close_fds(afds)
+            armed, _ = self.channel.recv((Armed, Reply), timeout_s, self._alive)
             if isinstance(armed, Reply):  # it failed before its work could start: no window
                 failure = self._reply_failure(armed)
                 if not failure:
@@ -540,14 +539,11 @@ class ServerSession:
         finally:
             self.proc.resume(paused)
         try:
-            reply, rfds = self.channel.recv(Reply, timeout_s, self._alive)
-            close_fds(rfds)
+            reply, _ = self.channel.recv(Reply, timeout_s, self._alive)
             t_reply = time.perf_counter()
             failure = self._reply_failure(reply)
             samples: list[tuple[Any, torch.Tensor]] = []
             if not failure:
-                if rfds:
-                    raise ProtocolError("file descriptors sent with an answer on the CPU")
                 samples = [self._sample_cpu(ref, draws[i] if i < len(draws) else None) for i, ref in enumerate(self._leaves)]
             t1 = time.perf_counter()
         except PeerGone as exc:
@@ -626,7 +622,7 @@ class ServerSession:
                 self.gate.write(self.gate_stream.cuda_stream, GATE_WORD, call.seq)
                 if reply is None:  # released at once: the answer comes when the server's enqueue returns
                     reply, self._pending_fds = self.channel.recv(
-                        Reply, max(0.0, deadline - time.perf_counter()), self._alive
+                        Reply, max(0.0, deadline - time.perf_counter()), self._alive, with_fds=True
                     )
                     failure, probes = self._gpu_probes(reply, draws)
                     samples = self._read_probes(probes)  # behind the done word
@@ -742,7 +738,7 @@ class ServerSession:
         ``wait_s``: the server synchronizes inside ``forward`` before it could answer."""
         assert self.channel is not None
         try:
-            reply, rfds = self.channel.recv(Reply, wait_s, self._alive)
+            reply, rfds = self.channel.recv(Reply, wait_s, self._alive, with_fds=True)
         except PeerGone as exc:
             if "no answer" not in str(exc):
                 raise
@@ -818,8 +814,7 @@ class ServerSession:
         """The server's ``Finished`` for call ``seq``; ``None`` (the session dead) when it does not come."""
         assert self.channel is not None
         try:
-            finished, fds = self.channel.recv(Finished, timeout_s, self._alive)
-            close_fds(fds)
+            finished, _ = self.channel.recv(Finished, timeout_s, self._alive)
             if finished.seq != seq:
                 raise ProtocolError(f"finished call {finished.seq} while waiting for {seq}")
         except PeerGone as exc:
@@ -996,8 +991,7 @@ class ServerSession:
 
     def _expect_loaded(self, timeout_s: float) -> Loaded:
         assert self.channel is not None
-        msg, fds = self.channel.recv(Loaded, timeout_s, self._alive)
-        close_fds(fds)
+        msg, _ = self.channel.recv(Loaded, timeout_s, self._alive)
         return msg
 
     def _pause(self) -> list[int] | None:

@@ -102,12 +102,15 @@ class Channel:
             raise PeerGone(f"the channel is closed ({exc})") from None
 
     def recv(
-        self, expected: Any = None, timeout_s: float | None = None, alive: Callable[[], bool] | None = None
+        self, expected: Any = None, timeout_s: float | None = None, alive: Callable[[], bool] | None = None,
+        with_fds: bool = False,
     ) -> tuple[Any, list[int]]:
         """The next message and the file descriptors that came with it.
 
         Raises ``PeerGone`` when the peer closed the channel, when ``timeout_s`` passed, or when
-        ``alive()`` turns false while waiting; ``ProtocolError`` for a malformed message.
+        ``alive()`` turns false while waiting; ``ProtocolError`` for a malformed message, and for one that
+        carries file descriptors unless ``with_fds`` (descriptors belong only in the few messages that
+        hand over memory: each descriptor a peer sends costs the closer's time, red team 8, B1).
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         fd_bytes = socket.CMSG_SPACE(SCM_MAX_FD * 4) + socket.CMSG_SPACE(12)
@@ -140,9 +143,11 @@ class Channel:
                     spinning = spinning and now < spin_until
             except OSError as exc:
                 raise PeerGone(f"the channel failed ({exc})") from None
-        return self._message(data, anc, flags, expected)
+        return self._message(data, anc, flags, expected, with_fds)
 
-    def _message(self, data: bytes, anc: list[tuple[int, int, bytes]], flags: int, expected: Any) -> tuple[Any, list[int]]:
+    def _message(
+        self, data: bytes, anc: list[tuple[int, int, bytes]], flags: int, expected: Any, with_fds: bool
+    ) -> tuple[Any, list[int]]:
         """The decoded message and its descriptors (closed when it is refused); the sender's credentials kept."""
         fds: list[int] = []
         for level, kind, payload in anc:
@@ -155,6 +160,8 @@ class Channel:
                 raise PeerGone("the peer closed the channel")
             if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
                 raise ProtocolError("a message or its file descriptors were truncated")
+            if fds and not with_fds:
+                raise ProtocolError(f"a message with {len(fds)} file descriptors where none belong")
             if len(fds) > MAX_FDS:
                 raise ProtocolError(f"a message with {len(fds)} file descriptors (at most {MAX_FDS})")
             return decode(data, expected), fds

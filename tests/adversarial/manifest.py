@@ -152,6 +152,9 @@ MANIFEST: list[Case] = [
     _n("c56_native_lingering_socket_queued", "27 c54's lingering TCP connection queued in a Unix socket behind 1,518 "
        "descriptors, 6 sockets deep: the worker's closer thread was held, its descriptors kept (red team 7 D1)",
        {"io", "process"}, {"correctness"}),
+    _n("c57_native_fds_on_every_message", "27 every Armed and Finished carries 64 descriptors, a lingering TCP pair "
+       "among them: the worker's closer thread fell about 34 s behind per evaluation (red team 8 B1)",
+       {"native-python"}, {"correctness"}),
     _n("g30_native_done_early_cuda", "23 answer before the GPU work is done (synchronize patched, hidden stream)",
        {"native-python", "stream"}, set(), flavour="cuda"),
     _c("g01_allocator_reuse_cuda", "1 allocator result reuse (CUDA)", SR, "cuda", set(), {"correctness"}),
