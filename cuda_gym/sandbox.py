@@ -1040,7 +1040,9 @@ class SandboxProcess:
         fd = proc.stdout.fileno()
         os.set_blocking(fd, False)
         reading = True
-        with selectors.DefaultSelector() as sel:
+        # poll(2), not epoll: a sandbox runs as this process's user, and can use up that user's epoll watches,
+        # which no capability exempts (red team 8, E1); poll has no such quota.
+        with selectors.PollSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
             drain_until: float | None = None
             while True:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
+import selectors
 import time
 from pathlib import Path
 
@@ -243,6 +245,19 @@ def test_wrong_output_fails_a_trial(judge: Judge, task) -> None:
     assert all(not t.passed for t in res.trials)
     assert "outside atol" in res.trials[0].message
     assert res.candidate is None and res.eager is None  # verify mode does not time
+
+
+def test_the_judge_waits_without_epoll(judge: Judge, task, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A candidate's sandbox runs as the judge's user and can use up that user's epoll watches (red team 8, E1;
+    tests/test_sandbox.py): the orchestrator waits for its reference worker, and the worker's sandboxes for
+    their output, with poll(2), so every epoll registration of the user failing changes no verdict."""
+
+    def no_watches_left(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(selectors.EpollSelector, "register", no_watches_left)
+    res = judge.evaluate(task, solution=cases.WRONG, mode="verify")
+    assert res.compiled and not res.correct and "outside atol" in res.trials[0].message, res.to_json()
 
 
 def test_uninitialised_output_fails_thanks_to_poisoned_memory(judge: Judge, task) -> None:

@@ -138,7 +138,8 @@ class ReferenceWorker:
         assert self.proc is not None and self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + timeout_s
-        with selectors.DefaultSelector() as sel:
+        # poll(2), not epoll: a candidate's sandbox runs as this user and can use up its epoll watches (red team 8, E1)
+        with selectors.PollSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
             while b"\n" not in self._buf:
                 left = deadline - time.monotonic()
