@@ -23,9 +23,10 @@ def test_fds_of_a_refused_packet_are_closed(tmp_path: Path, judges: SharedJudges
     judge = judges.get("cpu")
     first = judge.evaluate(task, workspace=make_workspace(task, CASES / "c44_answer_fd_flood", "cpu", tmp_path / "a"))
     assert milestone_reward(first) == -1 and "could not be read" in first.error, first.to_json()
-    pid = judge._ref.proc.pid
+    pid = judge.worker_pid
+    assert pid is not None
     before = _open_fds(pid)
     again = judge.evaluate(task, workspace=make_workspace(task, CASES / "c44_answer_fd_flood", "cpu", tmp_path / "b"))
     assert milestone_reward(again) == -1
-    assert judge._ref.proc.pid == pid, "the reference worker was restarted"
+    assert judge.worker_pid == pid, "the reference worker was restarted"
     assert _open_fds(pid) <= before, "the driver kept descriptors the server sent"
