@@ -350,6 +350,31 @@ def _warn_nproc_unenforced() -> None:
                    "writable cgroup or run as a non-root user (see docs/sandbox.md).")
 
 
+_CAP_SYS_ADMIN, _CAP_SYS_RESOURCE = 21, 24
+
+
+def _effective_capabilities() -> int:
+    m = re.search(r"^CapEff:\s*([0-9a-f]+)", Path("/proc/self/status").read_text(), re.M)
+    return int(m.group(1), 16) if m else 0
+
+
+@functools.cache
+def warn_descriptor_sends_exposed() -> None:
+    """Warn once when this process may be refused ``SCM_RIGHTS`` sends because of its sandboxes: without
+    ``CAP_SYS_RESOURCE`` or ``CAP_SYS_ADMIN``, the kernel refuses a message carrying descriptors while the
+    user's descriptors in flight pass the sender's ``RLIMIT_NOFILE``, and every sandbox runs as this user (red
+    team 8, I1 and its recheck's V1: a sandbox that parked thousands made other judges' input arenas fail to
+    reach their servers for as long as it lived)."""
+    caps = _effective_capabilities()
+    if caps & (1 << _CAP_SYS_ADMIN | 1 << _CAP_SYS_RESOURCE):
+        return
+    logger.warning("this process has neither CAP_SYS_RESOURCE nor CAP_SYS_ADMIN: while a sandbox of this user holds "
+                   "more descriptors in flight than RLIMIT_NOFILE, the kernel refuses the judge's descriptor sends "
+                   "(input arenas, GPU segments), and other evaluations of this user fail as JudgeError for as "
+                   "long as it lives. Run the judge as root with CAP_SYS_RESOURCE (docker --cap-add SYS_RESOURCE) "
+                   "or as a user of its own (see docs/sandbox.md).")
+
+
 @functools.cache
 def _warn_memory_per_process() -> None:
     logger.warning("no writable memory cgroup here: a sandbox's memory is summed every %.1f s (PSS of its processes) "

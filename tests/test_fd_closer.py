@@ -49,18 +49,34 @@ CHILD = textwrap.dedent(
 )
 
 
+def _without_caps(argv: list[str]) -> list[str]:
+    """``argv`` without CAP_SYS_RESOURCE and CAP_SYS_ADMIN (as root: dropped by setpriv)."""
+    if os.geteuid() != 0:
+        return argv
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("needs setpriv to drop root's capabilities")
+    caps = "-sys_resource,-sys_admin"
+    return [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", "--", *argv]
+
+
 def test_a_socket_holding_the_users_descriptors_in_flight_is_closed() -> None:
     """A server parked descriptors in a Unix socket's queue until its user's count passed the limit, then sent
     that socket: handing it to a closer over ``SCM_RIGHTS`` was refused (``ETOOMANYREFS``), so the worker kept
     it, and every later ``SCM_RIGHTS`` send of that user failed, the judge's input arenas included (red team 8,
     I1). A closer that inherits the socket takes it whatever the count, and its exit releases the queue."""
-    argv = [sys.executable, "-c", CHILD]
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("needs setpriv to drop root's capabilities")
-        caps = "-sys_resource,-sys_admin"
-        argv = [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", "--", *argv]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(_without_caps([sys.executable, "-c", CHILD]), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout.split()[-1]) > 0
+
+
+def test_a_judge_that_other_sandboxes_can_refuse_sends_says_so() -> None:
+    """A sandbox holds its user's count of descriptors in flight for as long as it lives, and every sandbox runs
+    as the judge's user: without CAP_SYS_RESOURCE or CAP_SYS_ADMIN the judge's own sends (input arenas, GPU
+    segments) are refused meanwhile (red team 8 recheck, V1). Not closed; a judge that is exposed warns."""
+    make = "import logging; logging.basicConfig(); from cuda_gym.judge import Judge; Judge({'device': 'cpu'})"
+    exposed = subprocess.run(_without_caps([sys.executable, "-c", make]), capture_output=True, text=True, timeout=120)
+    assert exposed.returncode == 0 and "neither CAP_SYS_RESOURCE nor CAP_SYS_ADMIN" in exposed.stderr, exposed.stderr
+    if os.geteuid() == 0:  # root here keeps CAP_SYS_ADMIN
+        plain = subprocess.run([sys.executable, "-c", make], capture_output=True, text=True, timeout=120)
+        assert plain.returncode == 0 and "CAP_SYS_RESOURCE" not in plain.stderr, plain.stderr
