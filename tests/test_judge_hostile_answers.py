@@ -30,3 +30,13 @@ def test_fds_of_a_refused_packet_are_closed(tmp_path: Path, judges: SharedJudges
     assert milestone_reward(again) == -1
     assert judge.worker_pid == pid, "the reference worker was restarted"
     assert _open_fds(pid) <= before, "the driver kept descriptors the server sent"
+
+
+def test_a_session_ended_for_a_message_it_refused_says_why(tmp_path: Path, judges: SharedJudges) -> None:
+    """Case c57 attaches descriptors to its server's ``Finished``: the driver refuses the message and kills the
+    server, and the verdict names the refusal (it read "it crashed (e.g. a segfault ...)", red team 8 recheck)."""
+    task = load_task("custom:scale_relu")
+    case = CASES / "c57_native_fds_on_every_message"
+    result = judges.get("cpu", static_rules=False).evaluate(task, workspace=make_workspace(task, case, "cpu", tmp_path))
+    assert milestone_reward(result) == -1, result.to_json()
+    assert "where none belong" in result.error and "crashed" not in result.error, result.error

@@ -383,8 +383,11 @@ class ServerSession:
         try:
             self.channel.send(msg)
             loaded = self._expect_loaded(self.spec.load_timeout_s)
-        except (PeerGone, ProtocolError) as exc:
+        except PeerGone as exc:
             self._die(f"{exc}")
+            return Loaded(error=self.dead, stage="import")
+        except ProtocolError as exc:  # killed by the driver, not crashed
+            self._refuse(f"the server's message after loading was refused: {exc}")
             return Loaded(error=self.dead, stage="import")
         self._open_idle()
         return loaded
@@ -820,8 +823,8 @@ class ServerSession:
         except PeerGone as exc:
             self._gone(exc)
             return None
-        except ProtocolError as exc:
-            self._die(f"a malformed message after its answer ({exc})")
+        except ProtocolError as exc:  # killed by the driver, not crashed
+            self._refuse(f"the server's message after its answer was refused: {exc}")
             return None
         return finished
 
