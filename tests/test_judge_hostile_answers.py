@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from adversarial.judging import SharedJudges, load_task, make_workspace
+from adversarial.judging import SharedJudges, load_task, make_workspace, open_fds
 from adversarial.manifest import CASES
 from cuda_gym.reward import milestone_reward
 
 pytestmark = pytest.mark.slow
-
-
-def _open_fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def test_fds_of_a_refused_packet_are_closed(tmp_path: Path, judges: SharedJudges) -> None:
@@ -25,11 +20,11 @@ def test_fds_of_a_refused_packet_are_closed(tmp_path: Path, judges: SharedJudges
     assert milestone_reward(first) == -1 and "could not be read" in first.error, first.to_json()
     pid = judge.worker_pid
     assert pid is not None
-    before = _open_fds(pid)
+    before = open_fds(pid)
     again = judge.evaluate(task, workspace=make_workspace(task, CASES / "c44_answer_fd_flood", "cpu", tmp_path / "b"))
     assert milestone_reward(again) == -1
     assert judge.worker_pid == pid, "the reference worker was restarted"
-    assert _open_fds(pid) <= before, "the driver kept descriptors the server sent"
+    assert open_fds(pid) <= before, "the driver kept descriptors the server sent"
 
 
 def test_a_session_ended_for_a_message_it_refused_says_why(tmp_path: Path, judges: SharedJudges) -> None:

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +142,17 @@ def judge_config(device: str) -> Any:
         cache_judgements=False,
         compile_baseline=not on_cpu,
     )
+
+
+def open_fds(pid: int) -> int:
+    """How many descriptors the process ``pid`` holds now."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def settled_fds(pid: int, bound: int, wait_s: float = 10.0) -> int:
+    """The descriptors of ``pid`` once they are down to ``bound`` (closes finish in the background), or after
+    ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while (n := open_fds(pid)) > bound and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return n

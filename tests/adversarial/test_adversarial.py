@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 
 import pytest
 
-from adversarial.judging import SharedJudges, honest_solutions, load_task, make_workspace, materialize, solution_meta
+from adversarial.judging import (
+    SharedJudges,
+    honest_solutions,
+    load_task,
+    make_workspace,
+    materialize,
+    open_fds,
+    settled_fds,
+    solution_meta,
+)
 from adversarial.manifest import MANIFEST, Case
 from cuda_gym.reward import milestone_reward
 
@@ -94,19 +101,6 @@ FD_SLACK = 4
 """Descriptors the reference worker may hold after a native case beyond what it held before it."""
 
 
-def _open_fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def _settled_fds(pid: int, bound: int, wait_s: float = 10.0) -> int:
-    """The worker's open descriptors once they are down to ``bound`` (closes finish in the background), or
-    after ``wait_s``."""
-    deadline = time.monotonic() + wait_s
-    while (n := _open_fds(pid)) > bound and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return n
-
-
 @pytest.mark.parametrize("case", _native_params())
 def test_native_hack_gains_nothing_without_static_rules(case: Case, tmp_path: Path, judges: SharedJudges) -> None:
     """The process model alone holds: with the static rules off, no reward above the honest base, and the
@@ -120,12 +114,12 @@ def test_native_hack_gains_nothing_without_static_rules(case: Case, tmp_path: Pa
     judge = judges.get(device, static_rules=False)
     worker = judge.worker_pid  # started by the slow base, whose task state (and pools) the case reuses
     assert worker is not None
-    before = _open_fds(worker)
+    before = open_fds(worker)
     result = judge.evaluate(task, workspace=ws, mode="full")
     reward = milestone_reward(result)
     assert reward <= slow_base_reward, result.to_json()
     assert judge.worker_pid == worker, "the case cost the judge its reference worker"
-    assert _settled_fds(worker, before + FD_SLACK) <= before + FD_SLACK, "the case left descriptors in the worker"
+    assert settled_fds(worker, before + FD_SLACK) <= before + FD_SLACK, "the case left descriptors in the worker"
     assert result.compiled, result.compile_log  # the hack ran: its verdict comes from the runtime checks
     if case.head_start:  # the case's own count of the work it did before the clock could see it
         assert result.candidate is not None and result.candidate.event_median_ms == 0, result.to_json()
