@@ -26,6 +26,17 @@ from cuda_gym.errors import SandboxError
 from cuda_gym.host import find_cuda_home
 from cuda_gym.job_thread import job_thread
 from cuda_gym.process_stop import continue_tree, stop_tree
+from cuda_gym.sandbox_uids import (
+    UIDS_ENV,
+    UidLease,
+    configured_range,
+    hand_over,
+    identity_args,
+    lease_uid,
+    missing_capabilities,
+    range_mapped,
+    separation_available,
+)
 from cuda_gym.trees import remove_tree
 
 logger = logging.getLogger(__name__)
@@ -154,6 +165,38 @@ class RunResult:
 # --------------------------------------------------------------------------- mode detection
 
 
+def _bwrap_isolation_args(network: bool, own_uid: bool) -> list[str]:
+    """bwrap's namespaces and capabilities. As root with a uid per sandbox (:mod:`cuda_gym.sandbox_uids`),
+    no user namespace: bwrap keeps only what ``setpriv`` needs to become the sandbox's uid (a user namespace
+    would map the sandbox to this process's uid, whose per-user kernel state it would then share)."""
+    if own_uid:
+        args = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
+                *([] if network else ["--unshare-net"]), "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        # CAP_DAC_READ_SEARCH: the working directory may be the sandbox uid's alone by then (chdir comes
+        # before setpriv); setpriv's change of uid clears every capability.
+        caps = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_DAC_READ_SEARCH")
+        return args + [a for cap in caps for a in ("--cap-add", cap)]
+    # As root in a user namespace, bwrap keeps every capability there, enough to remount the read-only
+    # binds writable: drop them all.
+    return ["--unshare-all", *(["--share-net"] if network else []), "--die-with-parent", "--new-session",
+            "--cap-drop", "ALL"]
+
+
+def _bwrap_parent_dirs(dst: str, made: set[str], bound: bool) -> list[str]:
+    """``--dir`` steps (mode 0755) for the parents of ``dst`` that are neither made yet nor inside a bind, and
+    ``dst`` recorded in ``made`` (a bind's target as ``dst/``: what lies below comes from the host). bwrap
+    makes missing parents with mode 0700, which only uid 0 may enter: with a uid per sandbox,
+    ``/root/.pyenv/...`` would be out of the sandbox's reach."""
+    out: list[str] = []
+    for parent in reversed(Path(dst).parents):
+        name = str(parent)
+        if name != "/" and name not in made and not any(name.startswith(m) for m in made if m.endswith("/")):
+            out += ["--perms", "0755", "--dir", name]
+            made.add(name)
+    made.update([dst, dst.rstrip("/") + "/"] if bound else [dst])
+    return out
+
+
 def _bwrap_base_args() -> list[str]:
     args = ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -166,20 +209,28 @@ def _bwrap_base_args() -> list[str]:
 
 
 @functools.cache
-def _bwrap_works() -> bool:
+def _bwrap_probe(own_uid: bool) -> bool:
+    """Whether bwrap runs a command here, as a uid of its own (no user namespace) or as this process's."""
     exe = shutil.which("bwrap")
-    if exe is None:
+    rng = configured_range()
+    if exe is None or (own_uid and rng is None):
         return False
-    cmd = [exe, "--unshare-all", "--die-with-parent", "--new-session", *_bwrap_base_args(),
-           "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--remount-ro", "/", "/bin/sh", "-c", "exit 0"]
+    payload = [_SETPRIV, *identity_args(rng.first), *_SETPRIV_DROP] if own_uid and rng is not None else []
+    cmd = [exe, *_bwrap_isolation_args(network=False, own_uid=own_uid), *_bwrap_base_args(), "--proc", "/proc",
+           "--dev", "/dev", "--tmpfs", "/tmp", "--remount-ro", "/", *payload, "/bin/sh", "-c", "exit 0"]
     try:
         proc = subprocess.run(cmd, capture_output=True, timeout=20, env={"PATH": "/usr/bin:/bin"})
     except (OSError, subprocess.TimeoutExpired) as exc:
         logger.info("bwrap probe failed: %s", exc)
         return False
     if proc.returncode != 0:
-        logger.info("bwrap probe failed (%d): %s", proc.returncode, proc.stderr.decode(errors="replace").strip())
+        logger.info("bwrap probe (own uid: %s) failed (%d): %s", own_uid, proc.returncode,
+                    proc.stderr.decode(errors="replace").strip())
     return proc.returncode == 0
+
+
+def _bwrap_works() -> bool:
+    return (separation_available() and _bwrap_probe(True)) or _bwrap_probe(False)
 
 
 @functools.cache
@@ -350,29 +401,36 @@ def _warn_nproc_unenforced() -> None:
                    "writable cgroup or run as a non-root user (see docs/sandbox.md).")
 
 
-_CAP_SYS_ADMIN, _CAP_SYS_RESOURCE = 21, 24
-
-
-def _effective_capabilities() -> int:
-    m = re.search(r"^CapEff:\s*([0-9a-f]+)", Path("/proc/self/status").read_text(), re.M)
-    return int(m.group(1), 16) if m else 0
+def _why_uid_shared() -> str:
+    rng = configured_range()
+    if rng is None:
+        return f"{UIDS_ENV}=off"
+    if os.geteuid() != 0:
+        return "this process is not root"
+    if shutil.which("setpriv") is None:
+        return "setpriv is missing"
+    if missing_capabilities():
+        return f"this process lacks {', '.join(missing_capabilities())}"
+    if not range_mapped(rng):
+        return f"its user namespace does not map the uids {rng.first}-{rng.last}"
+    return "bwrap runs here only in a user namespace, as this uid"
 
 
 @functools.cache
-def warn_descriptor_sends_exposed() -> None:
-    """Warn once when this process may be refused ``SCM_RIGHTS`` sends because of its sandboxes: without
-    ``CAP_SYS_RESOURCE`` or ``CAP_SYS_ADMIN``, the kernel refuses a message carrying descriptors while the
-    user's descriptors in flight pass the sender's ``RLIMIT_NOFILE``, and every sandbox runs as this user (red
-    team 8, I1 and its recheck's V1: a sandbox that parked thousands made other judges' input arenas fail to
-    reach their servers for as long as it lived)."""
-    caps = _effective_capabilities()
-    if caps & (1 << _CAP_SYS_ADMIN | 1 << _CAP_SYS_RESOURCE):
+def warn_shared_uid() -> None:
+    """Warn once where sandboxes run as this process's uid (:mod:`cuda_gym.sandbox_uids` cannot give them
+    their own): they share its per-user kernel state. A sandbox that parked thousands of descriptors in flight
+    made the kernel refuse the judge's descriptor sends (input arenas, GPU segments) unless the judge has
+    ``CAP_SYS_RESOURCE`` or ``CAP_SYS_ADMIN`` (red team 8, I1 and its recheck's V1), and one that fills the
+    user's epoll watches makes every ``epoll_ctl`` of the user fail, capable or not (E1)."""
+    if Sandbox([], mode=sandbox_mode()).own_uid or sandbox_mode() == "limits":
         return
-    logger.warning("this process has neither CAP_SYS_RESOURCE nor CAP_SYS_ADMIN: while a sandbox of this user holds "
-                   "more descriptors in flight than RLIMIT_NOFILE, the kernel refuses the judge's descriptor sends "
-                   "(input arenas, GPU segments), and other evaluations of this user fail as JudgeError for as "
-                   "long as it lives. Run the judge as root with CAP_SYS_RESOURCE (docker --cap-add SYS_RESOURCE) "
-                   "or as a user of its own (see docs/sandbox.md).")
+    why = _why_uid_shared()
+    logger.warning("sandboxes run as this process's own uid (%s), so they share its per-user kernel state: one "
+                   "that parks descriptors in flight or fills the user's epoll watches can make the judge's "
+                   "descriptor sends and event waits fail for as long as it lives (JudgeError for other "
+                   "evaluations). Run the judge as root with CAP_SETUID, CAP_SETGID, CAP_DAC_READ_SEARCH and "
+                   "CAP_SYS_PTRACE so that each sandbox gets a uid of its own (see docs/sandbox.md).", why)
 
 
 @functools.cache
@@ -699,6 +757,9 @@ class Sandbox:
         if mode is not None and mode not in MODES:
             raise SandboxError(f"unknown sandbox mode {mode!r}: use one of {', '.join(MODES)}")
         self.mode: SandboxMode = mode or sandbox_mode()
+        self.own_uid = (self.mode == "unshare" and separation_available()
+                        or self.mode == "bwrap" and separation_available() and _bwrap_probe(True))
+        """Whether each command runs as a host uid of its own (:mod:`cuda_gym.sandbox_uids`)."""
         self._prlimit = shutil.which("prlimit")
 
     def __repr__(self) -> str:
@@ -712,7 +773,7 @@ class Sandbox:
 
         Steps: ``("ro", src, dst)`` read-only bind (every submount too), ``("ro-try", src, dst)`` the
         same when ``src`` exists, ``("rw", src, dst)``, ``("dev-bind", src, dst)``, ``("symlink",
-        target, path)``, ``("tmpfs", path, size_bytes)``, ``("proc", path)`` a fresh ``/proc``,
+        target, path)``, ``("tmpfs", path, size_bytes, mode)``, ``("proc", path)`` a fresh ``/proc``,
         ``("proc-ro", path)`` a part of it made read-only, ``("dev", nodes)`` a minimal ``/dev``,
         ``("remount-ro", path)``. Everything not named stays out of the sandbox.
         """
@@ -726,17 +787,17 @@ class Sandbox:
                 plan.append(("ro", str(p), str(p)))
         # An empty /tmp first: binds below it (the package itself when it lives under /tmp, as in a
         # CI clone there) must land on top of it, not be hidden by it.
-        plan.append(("tmpfs", "/tmp", size))
+        plan.append(("tmpfs", "/tmp", size, "1777"))
         plan += [("ro", str(p), str(p)) for p in (Path("/etc") / name for name in ETC_FILES) if p.exists()]
         plan += [("ro", extra, extra) for extra in ("/opt", "/sys/devices/system/cpu") if Path(extra).is_dir()]
         plan += [("ro", str(p), str(p)) for p in _runtime_paths()]
-        plan += [("proc", "/proc"), ("dev", list(DEV_NODES)), ("tmpfs", "/dev/shm", size)]
+        plan += [("proc", "/proc"), ("dev", list(DEV_NODES)), ("tmpfs", "/dev/shm", size, "1777")]
         plan += [("proc-ro", f"/proc/{name}") for name in PROC_READONLY if Path("/proc", name).exists()]
         if self.gpu:
             if Path("/sys").is_dir():
                 plan.append(("ro", "/sys", "/sys"))
             plan += [("dev-bind", f"/dev/{name}", f"/dev/{name}") for name in self._gpu_devices()]
-        plan.append(("tmpfs", "/run", size))
+        plan.append(("tmpfs", "/run", size, "1777"))
         plan += [("rw", str(p), str(p)) for p in self.writable]
         # A link in a readonly path (inside a writable workspace, the agent may make one) is not bound:
         # the bind would follow it and show its host target inside.
@@ -746,24 +807,22 @@ class Sandbox:
 
     def _bwrap_args(self, limits: Limits) -> list[str]:
         exe = shutil.which("bwrap") or "bwrap"
-        # As root, bwrap keeps every capability inside its user namespace, enough to remount the
-        # read-only binds writable: drop them all.
-        args = [exe, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-        if self.network:
-            args.append("--share-net")
+        args = [exe, *_bwrap_isolation_args(self.network, self.own_uid)]
         flags = {"ro": "--ro-bind", "ro-try": "--ro-bind-try", "rw": "--bind", "dev-bind": "--dev-bind",
                  "symlink": "--symlink"}
+        made: set[str] = set()
         for kind, *rest in self.mount_plan(limits):
             if kind in flags:
-                args += [flags[kind], *rest]
+                args += [*_bwrap_parent_dirs(rest[-1], made, kind != "symlink"), flags[kind], *rest]
             elif kind == "tmpfs":
-                args += [*(["--size", str(rest[1])] if rest[1] else []), "--tmpfs", rest[0]]
+                args += [*_bwrap_parent_dirs(rest[0], made, False), *(["--size", str(rest[1])] if rest[1] else []),
+                         "--perms", rest[2], "--tmpfs", rest[0]]
             elif kind == "proc":
-                args += ["--proc", rest[0]]
+                args += [*_bwrap_parent_dirs(rest[0], made, True), "--proc", rest[0]]
             elif kind == "proc-ro":  # bwrap binds the host's /proc part read-only over the fresh one
                 args += ["--ro-bind", rest[0], rest[0]]
             elif kind == "dev":
-                args += ["--dev", "/dev"]
+                args += [*_bwrap_parent_dirs("/dev", made, True), "--dev", "/dev"]
             elif kind == "remount-ro":
                 args += ["--remount-ro", rest[0]]
         return args
@@ -774,15 +833,25 @@ class Sandbox:
         names = [p.name for p in sorted(Path("/dev").glob("nvidia*"))]
         return names + (["dri"] if Path("/dev/dri").exists() else [])
 
-    def _unshare_args(self, root: Path, cwd: Path, limits: Limits) -> list[str]:
+    def _gpu_groups(self) -> list[int]:
+        """The groups of the GPU device nodes that others may not open (a sandbox uid needs them)."""
+        if not self.gpu:
+            return []
+        nodes = [Path("/dev", name) for name in self._gpu_devices()]
+        nodes += [p for p in Path("/dev/dri").glob("*") if Path("/dev/dri").is_dir()]
+        stats = [p.stat() for p in nodes if p.exists()]
+        return sorted({st.st_gid for st in stats if st.st_mode & 0o006 != 0o006})
+
+    def _unshare_args(self, root: Path, cwd: Path, limits: Limits, uid: int | None) -> list[str]:
         """``unshare`` with fresh namespaces, running :mod:`cuda_gym._sandbox_init` on the mount plan."""
         steps = [list(step) for step in self.mount_plan(limits)]
         plan = {"root": str(root), "cwd": str(cwd), "steps": steps, "loopback": not self.network}
         args = ["unshare", "--mount", "--pid", "--fork", "--kill-child=SIGKILL", "--ipc", "--uts", "--cgroup"]
         if not self.network:
             args.append("--net")
+        identity = identity_args(uid, self._gpu_groups()) if uid is not None else []
         return [*args, "--", sys.executable, "-I", "-S", str(_INIT), json.dumps(plan), "--",
-                _SETPRIV, "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]
+                _SETPRIV, *identity, *_SETPRIV_DROP]
 
     def _rlimit_values(self, limits: Limits, nproc: bool) -> dict[str, int | tuple[int, int]]:
         vals: dict[str, int | tuple[int, int]] = {"core": 0}
@@ -850,15 +919,20 @@ class Sandbox:
 
         _sweep_stale()
         cgroups = _Cgroups(limits.processes, limits.memory_bytes, max(limits.nice, 0))
-        if limits.processes is not None and not cgroups.has("pids") and os.geteuid() == 0:
+        if limits.processes is not None and not cgroups.has("pids") and os.geteuid() == 0 and not self.own_uid:
             _warn_nproc_unenforced()
         if limits.nice > 0 and not cgroups.has("cpu"):
             _warn_nice_unenforced()
         if limits.memory_bytes is not None and not cgroups.has("memory"):
             _warn_memory_per_process()
         host_tmp = None if self.mode == "bwrap" else Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{_owner_tag()}_"))
+        lease: UidLease | None = None
         try:
-            argv, run_env, preexec = self._command(inner, cwd, host_tmp, env, limits, cgroups)
+            if self.own_uid:
+                lease = lease_uid()
+                hand_over(self.writable, lease.uid)
+            argv, run_env, preexec = self._command(inner, cwd, host_tmp, env, limits, cgroups,
+                                                   lease.uid if lease else None)
             started = time.monotonic()
             try:
                 proc = spawn(argv, cwd=cwd, env=run_env, stdin=subprocess.PIPE if stdin is not None
@@ -868,10 +942,10 @@ class Sandbox:
                 raise SandboxError(f"could not start {argv[0]}: {exc}; check the install or set "
                                    f"{MODE_ENV}=limits") from exc
         except BaseException:
-            _cleanup(cgroups, host_tmp)
+            _cleanup(cgroups, host_tmp, lease)
             raise
         return SandboxProcess(proc, mode=self.mode, limits=limits, started=started, cgroup=cgroups,
-                              host_tmp=host_tmp, stdin=stdin, disk_paths=self.writable)
+                              host_tmp=host_tmp, stdin=stdin, disk_paths=self.writable, uid_lease=lease)
 
     def run(self, command: str | Sequence[str], *, cwd: Path | str, limits: Limits | None = None,
             env: Mapping[str, str] | None = None, stdin: str | None = None) -> RunResult:
@@ -885,14 +959,15 @@ class Sandbox:
         return proc.result()
 
     def _command(self, inner: list[str], cwd: Path, host_tmp: Path | None, env: Mapping[str, str] | None,
-                 limits: Limits, cgroups: _Cgroups):
-        """The host argv, its environment and the pre-exec hook (rlimits where ``prlimit`` is missing)."""
+                 limits: Limits, cgroups: _Cgroups, uid: int | None):
+        """The host argv, its environment and the pre-exec hook (rlimits where ``prlimit`` is missing);
+        ``uid``: the sandbox's own uid (:attr:`own_uid`)."""
         # Isolating modes have their own private /tmp; limits mode gets a fresh host temp dir.
         run_env = self.env_for(cwd, Path("/tmp") if self.mode != "limits" else host_tmp, env)  # type: ignore[arg-type]
         # RLIMIT_NPROC counts every process of the user: for root (capabilities dropped) that is every
-        # root process of the host, so a busy host would refuse the sandbox's first fork. Root relies
-        # on the pids cgroup or the supervisor's task count instead.
-        rl = self._rlimit_values(limits, nproc=not cgroups.has("pids") and os.geteuid() != 0)
+        # root process of the host, so a busy host would refuse the sandbox's first fork. A uid of its own
+        # counts the sandbox's alone; root without one relies on the pids cgroup or the supervisor's count.
+        rl = self._rlimit_values(limits, nproc=not cgroups.has("pids") and (os.geteuid() != 0 or uid is not None))
         preexec = None
         if self._prlimit:
             limit_argv = [self._prlimit, *(f"--{k}={_soft_hard(v)}" for k, v in rl.items()), "--"]
@@ -905,10 +980,12 @@ class Sandbox:
         group_nice = [] if limits.nice <= 0 or cgroups.has("cpu") else [
             "/bin/sh", "-c", f'{{ echo {int(limits.nice)} > /proc/self/autogroup; }} 2>/dev/null; exec "$@"', "sandbox-nice"]
         if self.mode == "bwrap":
-            argv = [*self._bwrap_args(limits), "--chdir", str(cwd), "--", *group_nice, *limit_argv, *inner]
+            identity = [] if uid is None else [_SETPRIV, *identity_args(uid, self._gpu_groups()), *_SETPRIV_DROP]
+            argv = [*self._bwrap_args(limits), "--chdir", str(cwd), "--", *group_nice, *identity, *limit_argv,
+                    *inner]
         elif self.mode == "unshare":
             assert host_tmp is not None
-            argv = [*self._unshare_args(host_tmp, cwd, limits), *limit_argv, *inner]
+            argv = [*self._unshare_args(host_tmp, cwd, limits, uid), *limit_argv, *inner]
         else:
             argv = [*limit_argv, *inner]
         if self.mode != "bwrap":
@@ -951,8 +1028,11 @@ class SandboxProcess:
 
     def __init__(self, proc: subprocess.Popen[bytes], *, mode: SandboxMode, limits: Limits, started: float,
                  cgroup: _Cgroups, host_tmp: Path | None, stdin: str | None = None,
-                 disk_paths: Sequence[Path] = ()):
+                 disk_paths: Sequence[Path] = (), uid_lease: UidLease | None = None):
         self.pid = proc.pid
+        self.uid = uid_lease.uid if uid_lease else None
+        """The host uid the command runs as when it has one of its own, else ``None`` (this process's)."""
+        self._uid_lease = uid_lease
         self.mode: SandboxMode = mode
         self.limits = limits
         self._proc = proc
@@ -1168,7 +1248,7 @@ class SandboxProcess:
             logger.exception("sandbox supervisor of pid %d failed", self.pid)
             self._error = SandboxError(f"sandbox supervisor failed: {exc}; please report this")
         finally:
-            _cleanup(self._cgroup, self._host_tmp)
+            _cleanup(self._cgroup, self._host_tmp, self._uid_lease)
             self._done.set()
 
 
@@ -1227,11 +1307,13 @@ def _pid_ns_usage(ns: str, max_tasks: int | None, max_pss: int | None) -> tuple[
     return tasks, pss
 
 
-def _cleanup(cgroup: _Cgroups, host_tmp: Path | None) -> None:
+def _cleanup(cgroup: _Cgroups, host_tmp: Path | None, lease: UidLease | None = None) -> None:
     cgroup.kill_all()
     cgroup.remove()
     if host_tmp is not None:
         remove_tree(host_tmp)
+    if lease is not None:  # its processes are gone with the PID namespace (and the cgroup)
+        lease.release()
 
 
 @dataclass(frozen=True)
@@ -1299,6 +1381,8 @@ def _setpriv_has_pdeathsig() -> bool:
 
 
 _SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
+_SETPRIV_DROP = ["--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]
+"""What every sandboxed command gives up before it starts: all capabilities, and gaining any by exec."""
 
 
 def spawn(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:

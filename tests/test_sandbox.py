@@ -112,6 +112,7 @@ def test_runtime_paths_under_tmp_stay_visible(iso_mode: str, box: Path, monkeypa
     from cuda_gym import sandbox as sandbox_module
 
     lib = Path(tempfile.mkdtemp(dir="/tmp", prefix="cuda_gym_runtime_"))
+    lib.chmod(0o755)  # as library folders are: a sandbox of its own uid reads only what others may read
     (lib / "libmarker.so").write_text("visible\n")  # a library folder: one of the runtime paths the sandbox binds
     monkeypatch.setenv("LD_LIBRARY_PATH", str(lib))
     sandbox_module._runtime_paths.cache_clear()

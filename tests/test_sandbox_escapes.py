@@ -319,7 +319,7 @@ def test_unshare_init_without_pivot_root_hides_the_host(box: Path, tmp_path: Pat
     sb = Sandbox([box], mode="unshare")
     root = Path(tempfile.mkdtemp(prefix="cuda_gym_sbx_"))
     try:
-        argv = sb._unshare_args(root, box, Limits())
+        argv = sb._unshare_args(root, box, Limits(), None)
         i = next(n for n, a in enumerate(argv) if a.startswith("{"))
         argv[i] = json.dumps({**json.loads(argv[i]), "pivot_root": False})
         # chroot() again is the classic way out of a chroot: it needs CAP_SYS_CHROOT, which is dropped.
@@ -352,6 +352,7 @@ def test_file_bound_below_a_runtime_path_is_visible_read_only(mode: str, box: Pa
     lib.mkdir()
     (lib / "libdrv.so").write_text("")
     (tmp_path / "real.so").write_text("DRIVER-LIBRARY\n")
+    (tmp_path / "real.so").chmod(0o666)  # anyone may write it: only the read-only bind may refuse the write
     script = (f"mount --bind {tmp_path / 'real.so'} {lib / 'libdrv.so'} && "
               f"exec {sys.executable} -c '{SUBMOUNT_PROBE}' {box} {lib} {mode}")
     out = subprocess.run(["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script],

@@ -41,7 +41,7 @@ from cuda_gym.judge.result import JudgeResult, KernelStat, Mode, Timing, TrialRe
 from cuda_gym.judge.rules import check_recorded_calls, check_submission
 from cuda_gym.judge.worker_client import ReferenceWorker
 from cuda_gym.paths import cache_dir
-from cuda_gym.sandbox import Sandbox, warn_descriptor_sends_exposed
+from cuda_gym.sandbox import Sandbox, warn_shared_uid
 from cuda_gym.tasks.task import Task
 from cuda_gym.text import clean_output, truncate_middle
 from cuda_gym.trees import remove_tree
@@ -101,7 +101,7 @@ class Judge:
 
     def __init__(self, config: JudgeConfig | dict[str, Any] | None = None) -> None:
         self.config = JudgeConfig.from_dict(config)
-        warn_descriptor_sends_exposed()
+        warn_shared_uid()
         self.cache_root = self.config.cache_dir or cache_dir()
         self.baseline_cache = BaselineCache(self.cache_root / "baselines")
         self.judgements = JudgementCache(self.cache_root / "judgements", self.config.cache_judgements)

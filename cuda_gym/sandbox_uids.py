@@ -1,0 +1,199 @@
+"""A host uid of its own for each sandbox, where this process is root.
+
+The kernel keeps some state per user (real uid), whatever the namespaces: descriptors in flight over Unix
+sockets, epoll watches, pipe buffer pages, inotify instances, message queue bytes and the count behind
+``RLIMIT_NPROC``. A sandbox that runs as the judge's uid shares that state with the judge and with every
+other sandbox, so one submission can use it up for all of them: red team 8 parked thousands of descriptors in
+flight (I1: the judge's own descriptor sends refused) and filled the user's epoll watch quota (E1: every
+``epoll_ctl`` of the user fails, capable processes too). Where this process is root, every running sandbox
+gets a uid that nothing else on the host has, from a reserved range (:data:`DEFAULT_RANGE`, or
+``$CUDA_GYM_SANDBOX_UIDS``), held by a lock for its lifetime; the trees it may write are handed to that uid
+before it starts (:func:`hand_over`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import random
+import re
+import shutil
+import stat
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuda_gym.errors import SandboxError
+
+UIDS_ENV = "CUDA_GYM_SANDBOX_UIDS"
+"""``off``, or the first and last uid of the range (``2130706432-2130710527``). Unset: :data:`DEFAULT_RANGE`."""
+
+DEFAULT_RANGE = (0x7F000000, 0x7F000000 + 4095)
+"""4,096 uids from 2,130,706,432: above the ranges that distributions, systemd and container tools hand out
+(subordinate uids from 100,000, systemd-nspawn up to 1,878,982,656), below ``0x7FFE0000`` and 2**31."""
+
+_LOCK_DIRS = (Path("/run/cuda_gym-uids"), Path(tempfile.gettempdir()) / "cuda_gym-uids")
+
+
+@dataclass(frozen=True)
+class UidRange:
+    """The uids sandboxes may take, ``first`` to ``last`` inclusive."""
+
+    first: int
+    last: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.first <= self.last < 2**31 - 1:
+            raise SandboxError(f"sandbox uid range {self.first}-{self.last}: the uids must be positive, in "
+                               f"order and below 2**31 - 1; set {UIDS_ENV}=FIRST-LAST or off")
+
+
+def configured_range() -> UidRange | None:
+    """The range from ``$CUDA_GYM_SANDBOX_UIDS`` (``None`` for ``off``), else :data:`DEFAULT_RANGE`."""
+    value = os.environ.get(UIDS_ENV, "").strip()
+    if not value:
+        return UidRange(*DEFAULT_RANGE)
+    if value.lower() == "off":
+        return None
+    m = re.fullmatch(r"(\d+)-(\d+)", value)
+    if not m:
+        raise SandboxError(f"{UIDS_ENV}={value!r}: use FIRST-LAST (e.g. {DEFAULT_RANGE[0]}-{DEFAULT_RANGE[1]}) "
+                           "or off")
+    return UidRange(int(m.group(1)), int(m.group(2)))
+
+
+CAP_DAC_READ_SEARCH, CAP_SETGID, CAP_SETUID, CAP_SYS_PTRACE = 2, 6, 7, 19
+NEEDED_CAPABILITIES = {"CAP_DAC_READ_SEARCH": CAP_DAC_READ_SEARCH, "CAP_SETGID": CAP_SETGID,
+                       "CAP_SETUID": CAP_SETUID, "CAP_SYS_PTRACE": CAP_SYS_PTRACE}
+"""What root needs for sandboxes of their own uid: to become it (``SETUID``, ``SETGID``), to enter a working
+directory that is the sandbox's alone before that (``DAC_READ_SEARCH``), and to keep watching the sandbox's
+processes in ``/proc`` once they are another user's (``SYS_PTRACE``: their PID namespace and memory)."""
+
+
+def effective_capabilities() -> int:
+    """This process's effective capability set, as the bit mask of ``/proc/self/status``."""
+    m = re.search(r"^CapEff:\s*([0-9a-f]+)", Path("/proc/self/status").read_text(), re.M)
+    return int(m.group(1), 16) if m else 0
+
+
+def missing_capabilities() -> list[str]:
+    """The names of :data:`NEEDED_CAPABILITIES` this process lacks."""
+    caps = effective_capabilities()
+    return [name for name, bit in NEEDED_CAPABILITIES.items() if not caps & 1 << bit]
+
+
+def range_mapped(rng: UidRange) -> bool:
+    """Whether this process's user namespace maps every uid of ``rng`` (the root of a rootless container
+    often maps only itself)."""
+    try:
+        lines = Path("/proc/self/uid_map").read_text().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        inner, _outer, count = (int(v) for v in line.split())
+        if inner <= rng.first and rng.last < inner + count:
+            return True
+    return False
+
+
+def separation_available() -> bool:
+    """True where sandboxes run as uids of their own: this process is root with
+    :data:`NEEDED_CAPABILITIES`, ``setpriv`` is installed, ``$CUDA_GYM_SANDBOX_UIDS`` is not ``off`` and
+    its user namespace maps the range."""
+    rng = configured_range()
+    return (os.geteuid() == 0 and shutil.which("setpriv") is not None and rng is not None
+            and not missing_capabilities() and range_mapped(rng))
+
+
+class UidLease:
+    """One uid of the range, locked for this process until :meth:`release` (or this process ends)."""
+
+    def __init__(self, uid: int, lock_fd: int):
+        self.uid = uid
+        self._fd: int | None = lock_fd
+
+    def __repr__(self) -> str:
+        return f"UidLease(uid={self.uid}, held={self._fd is not None})"
+
+    def release(self) -> None:
+        """Unlock the uid for the next sandbox (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _lock_dir() -> Path:
+    for folder in _LOCK_DIRS:
+        try:
+            folder.mkdir(mode=0o700, exist_ok=True)
+            info = folder.lstat()
+            if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o077:
+                return folder
+        except OSError:
+            continue
+    raise SandboxError(f"no private folder for the sandbox uid locks ({', '.join(map(str, _LOCK_DIRS))}): make "
+                       f"one writable by this user alone, or set {UIDS_ENV}=off")
+
+
+def lease_uid() -> UidLease:
+    """Lock a uid of the configured range that no other sandbox of this host holds now.
+
+    The locks are ``flock``s on one file per uid in a folder only this user can write, shared by every
+    process of the host; the kernel drops them when their holder dies. Raises :class:`SandboxError` when
+    every uid of the range is taken (more sandboxes at once than the range holds).
+    """
+    rng = configured_range()
+    if rng is None:
+        raise SandboxError(f"sandbox uids are off ({UIDS_ENV}=off)")
+    folder = _lock_dir()
+    count = rng.last - rng.first + 1
+    start = random.randrange(count)
+    for i in range(count):
+        uid = rng.first + (start + i) % count
+        fd = os.open(folder / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        return UidLease(uid, fd)
+    raise SandboxError(f"all {count} sandbox uids of {rng.first}-{rng.last} are in use: widen {UIDS_ENV}")
+
+
+def hand_over(paths: Sequence[Path], uid: int) -> None:
+    """Make ``uid`` (and its group) the owner of every entry under ``paths``: links themselves, never their
+    targets, and nothing on another file system (a mount point inside is left as it is)."""
+    for top in paths:
+        try:
+            dev = top.lstat().st_dev
+        except FileNotFoundError:
+            continue
+        _own(top, uid)
+        for folder, dirs, files in os.walk(top):
+            keep = []
+            for name in dirs:
+                p = os.path.join(folder, name)
+                try:
+                    if os.lstat(p).st_dev != dev:
+                        continue
+                except FileNotFoundError:
+                    continue
+                keep.append(name)
+                _own(p, uid)
+            dirs[:] = keep
+            for name in files:
+                _own(os.path.join(folder, name), uid)
+
+
+def _own(path: str | Path, uid: int) -> None:
+    try:
+        os.chown(path, uid, uid, follow_symlinks=False)
+    except FileNotFoundError:
+        pass
+
+
+def identity_args(uid: int, groups: Sequence[int] = ()) -> list[str]:
+    """``setpriv`` options that run the command as ``uid``, its group and ``groups`` alone."""
+    group_arg = f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups"
+    return [f"--reuid={uid}", f"--regid={uid}", group_arg]

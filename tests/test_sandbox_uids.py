@@ -1,0 +1,153 @@
+"""A host uid of its own for each sandbox (``cuda_gym.sandbox_uids``): what the sandbox runs as, what it owns,
+and the per-user kernel state it no longer shares with the judge."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_gym.errors import SandboxError
+from cuda_gym.sandbox import Limits, Sandbox, available_modes
+from cuda_gym.sandbox_uids import UIDS_ENV, configured_range, lease_uid, separation_available
+
+ISOLATING = [m for m in available_modes() if m != "limits"]
+needs_uids = pytest.mark.skipif(not separation_available() or not ISOLATING,
+                                reason="needs root with CAP_SETUID, CAP_SETGID, CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE")
+
+
+@pytest.fixture(params=ISOLATING or ["none"])
+def iso_mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _lock_free(uid: int) -> bool:
+    for folder in (Path("/run/cuda_gym-uids"), Path("/tmp/cuda_gym-uids")):
+        path = folder / str(uid)
+        if path.exists():
+            fd = os.open(path, os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                return False
+            finally:
+                os.close(fd)
+    return True
+
+
+@needs_uids
+def test_each_sandbox_runs_as_a_uid_of_its_own(iso_mode: str, tmp_path: Path) -> None:
+    """Two sandboxes at once: two uids of the range, neither this process's; each owns its writable tree (the
+    files the caller wrote there too) and reads what others may read; the uid is free again once it ended."""
+    rng = configured_range()
+    assert rng is not None
+    boxes = [tmp_path / "a", tmp_path / "b"]
+    for box in boxes:
+        (box / "sub").mkdir(parents=True)
+        (box / "sub" / "given.txt").write_text("from the caller\n")
+    shared = tmp_path / "shared.txt"
+    shared.write_text("readable\n")
+    tmp_path.chmod(0o755)
+    script = f"id -u; cat {shared}; echo more >> sub/given.txt && touch sub/made; sleep 2"
+    procs = [Sandbox([box], readonly=[shared], mode=iso_mode).start(script, cwd=box, limits=Limits(wall_s=30))
+             for box in boxes]
+    for p in procs:
+        p.wait()
+    results = [p.result() for p in procs]
+    uids = [p.uid for p in procs]
+    for res, uid, box in zip(results, uids, boxes):
+        assert res.ok, res.output
+        assert uid is not None and rng.first <= uid <= rng.last and uid != os.getuid()
+        assert res.output.split()[:2] == [str(uid), "readable"]
+        assert {(box / "sub" / n).stat().st_uid for n in ("given.txt", "made")} == {uid}
+        assert (box / "sub" / "given.txt").read_text() == "from the caller\nmore\n"
+        assert _lock_free(uid)
+    assert uids[0] != uids[1]
+
+
+@needs_uids
+def test_a_sandbox_that_parks_descriptors_in_flight_leaves_the_callers_sends_alone(iso_mode: str,
+                                                                                  tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch
+                                                                                  ) -> None:
+    """The kernel refuses an ``SCM_RIGHTS`` send of a process without CAP_SYS_RESOURCE and CAP_SYS_ADMIN while
+    its user's descriptors in flight pass its ``RLIMIT_NOFILE`` (red team 8, I1; recheck V1: a second judge's
+    input arenas refused for as long as such a sandbox lived). A sandbox parks 250 in its own socket's queue;
+    a sender of this process's uid, without both capabilities and with a limit of 64, still sends. The control,
+    with ``CUDA_GYM_SANDBOX_UIDS=off`` (the sandbox as this uid), is refused: the class is real here."""
+    park = textwrap.dedent(
+        r"""
+        import os, socket, struct, sys, time
+        a, b = socket.socketpair()
+        null = os.open(os.devnull, os.O_RDONLY)
+        a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("250i", *[null] * 250))])
+        print("parked", flush=True)
+        time.sleep(60)
+        """)
+    send = ("import os, socket, struct; a, b = socket.socketpair(); "
+            "a.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack('i', 0))]); print('sent')")
+    caps = "-sys_resource,-sys_admin"
+    setpriv, prlimit = shutil.which("setpriv"), shutil.which("prlimit")
+    assert setpriv and prlimit
+    sender = [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", "--", prlimit, "--nofile=64", "--",
+              sys.executable, "-S", "-c", send]
+
+    def send_while_parked(name: str) -> subprocess.CompletedProcess[str]:
+        box = tmp_path / name
+        box.mkdir()
+        with Sandbox([box], mode=iso_mode).start([sys.executable, "-S", "-c", park], cwd=box,
+                      limits=Limits(wall_s=90, open_files=1024)) as proc:
+            deadline = time.monotonic() + 30
+            while "parked" not in proc.output() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert "parked" in proc.output(), proc.output()
+            return subprocess.run(sender, capture_output=True, text=True, timeout=60)
+
+    own = send_while_parked("own")
+    assert own.returncode == 0 and own.stdout.strip() == "sent", own.stderr[-1000:]
+    monkeypatch.setenv(UIDS_ENV, "off")
+    shared = send_while_parked("shared")
+    assert shared.returncode != 0 and "Too many references" in shared.stderr, (shared.stdout, shared.stderr[-1000:])
+
+
+def test_the_uid_range_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``CUDA_GYM_SANDBOX_UIDS``: ``off``, ``FIRST-LAST``, or a clear error."""
+    monkeypatch.setenv(UIDS_ENV, "off")
+    assert configured_range() is None and not separation_available()
+    with pytest.raises(SandboxError, match="off"):
+        lease_uid()
+    monkeypatch.setenv(UIDS_ENV, "3000000000-3000000010")
+    with pytest.raises(SandboxError, match="below 2\\*\\*31"):
+        configured_range()
+    monkeypatch.setenv(UIDS_ENV, "12-10")
+    with pytest.raises(SandboxError, match="in order"):
+        configured_range()
+    monkeypatch.setenv(UIDS_ENV, "lots")
+    with pytest.raises(SandboxError, match="FIRST-LAST"):
+        configured_range()
+    monkeypatch.setenv(UIDS_ENV, "1500000000-1500000001")
+    rng = configured_range()
+    assert rng is not None and (rng.first, rng.last) == (1500000000, 1500000001)
+
+
+@needs_uids
+def test_a_full_uid_range_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More sandboxes at once than the range holds: the next one is refused with the setting to widen."""
+    monkeypatch.setenv(UIDS_ENV, "1500000000-1500000001")
+    held = [lease_uid(), lease_uid()]
+    try:
+        assert {h.uid for h in held} == {1500000000, 1500000001}
+        with pytest.raises(SandboxError, match=f"widen {UIDS_ENV}"):
+            lease_uid()
+    finally:
+        for h in held:
+            h.release()
+    lease_uid().release()
