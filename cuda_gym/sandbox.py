@@ -32,6 +32,7 @@ from cuda_gym.sandbox_uids import (
     configured_range,
     hand_over,
     identity_args,
+    identity_files,
     lease_uid,
     missing_capabilities,
     range_mapped,
@@ -768,8 +769,9 @@ class Sandbox:
 
     # -- command construction
 
-    def mount_plan(self, limits: Limits | None = None) -> list[tuple]:
+    def mount_plan(self, limits: Limits | None = None, uid: int | None = None) -> list[tuple]:
         """The filesystem a command sees, as ordered steps; bwrap and unshare mode both carry them out.
+        ``uid``: the sandbox's own uid, named in its ``/etc/passwd`` and ``/etc/group``.
 
         Steps: ``("ro", src, dst)`` read-only bind (every submount too), ``("ro-try", src, dst)`` the
         same when ``src`` exists, ``("rw", src, dst)``, ``("dev-bind", src, dst)``, ``("symlink",
@@ -788,7 +790,9 @@ class Sandbox:
         # An empty /tmp first: binds below it (the package itself when it lives under /tmp, as in a
         # CI clone there) must land on top of it, not be hidden by it.
         plan.append(("tmpfs", "/tmp", size, "1777"))
-        plan += [("ro", str(p), str(p)) for p in (Path("/etc") / name for name in ETC_FILES) if p.exists()]
+        named = identity_files(uid) if uid is not None else {}
+        plan += [("ro", str(named.get(p.name, p)), str(p)) for p in (Path("/etc") / name for name in ETC_FILES)
+                 if p.exists()]
         plan += [("ro", extra, extra) for extra in ("/opt", "/sys/devices/system/cpu") if Path(extra).is_dir()]
         plan += [("ro", str(p), str(p)) for p in _runtime_paths()]
         plan += [("proc", "/proc"), ("dev", list(DEV_NODES)), ("tmpfs", "/dev/shm", size, "1777")]
@@ -805,13 +809,13 @@ class Sandbox:
         plan += [("remount-ro", "/dev"), ("remount-ro", "/")]
         return plan
 
-    def _bwrap_args(self, limits: Limits) -> list[str]:
+    def _bwrap_args(self, limits: Limits, uid: int | None) -> list[str]:
         exe = shutil.which("bwrap") or "bwrap"
         args = [exe, *_bwrap_isolation_args(self.network, self.own_uid)]
         flags = {"ro": "--ro-bind", "ro-try": "--ro-bind-try", "rw": "--bind", "dev-bind": "--dev-bind",
                  "symlink": "--symlink"}
         made: set[str] = set()
-        for kind, *rest in self.mount_plan(limits):
+        for kind, *rest in self.mount_plan(limits, uid):
             if kind in flags:
                 args += [*_bwrap_parent_dirs(rest[-1], made, kind != "symlink"), flags[kind], *rest]
             elif kind == "tmpfs":
@@ -844,7 +848,7 @@ class Sandbox:
 
     def _unshare_args(self, root: Path, cwd: Path, limits: Limits, uid: int | None) -> list[str]:
         """``unshare`` with fresh namespaces, running :mod:`cuda_gym._sandbox_init` on the mount plan."""
-        steps = [list(step) for step in self.mount_plan(limits)]
+        steps = [list(step) for step in self.mount_plan(limits, uid)]
         plan = {"root": str(root), "cwd": str(cwd), "steps": steps, "loopback": not self.network}
         args = ["unshare", "--mount", "--pid", "--fork", "--kill-child=SIGKILL", "--ipc", "--uts", "--cgroup"]
         if not self.network:
@@ -981,7 +985,7 @@ class Sandbox:
             "/bin/sh", "-c", f'{{ echo {int(limits.nice)} > /proc/self/autogroup; }} 2>/dev/null; exec "$@"', "sandbox-nice"]
         if self.mode == "bwrap":
             identity = [] if uid is None else [_SETPRIV, *identity_args(uid, self._gpu_groups()), *_SETPRIV_DROP]
-            argv = [*self._bwrap_args(limits), "--chdir", str(cwd), "--", *group_nice, *identity, *limit_argv,
+            argv = [*self._bwrap_args(limits, uid), "--chdir", str(cwd), "--", *group_nice, *identity, *limit_argv,
                     *inner]
         elif self.mode == "unshare":
             assert host_tmp is not None

@@ -197,3 +197,24 @@ def identity_args(uid: int, groups: Sequence[int] = ()) -> list[str]:
     """``setpriv`` options that run the command as ``uid``, its group and ``groups`` alone."""
     group_arg = f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups"
     return [f"--reuid={uid}", f"--regid={uid}", group_arg]
+
+
+def identity_files(uid: int) -> dict[str, Path]:
+    """``/etc/passwd`` and ``/etc/group`` for a sandbox of ``uid``: the host's with a ``sandbox`` user and group
+    of that uid added (``getpass.getuser()``, which torch's compile caches call, raises ``KeyError`` for a uid
+    without a name). Written once per uid and host content into the lock folder; returns ``{name: path}``."""
+    folder = _lock_dir()
+    extra = {"passwd": f"sandbox:x:{uid}:{uid}:cuda_gym sandbox:/tmp:/bin/sh\n", "group": f"sandbox:x:{uid}:\n"}
+    out: dict[str, Path] = {}
+    for name, line in extra.items():
+        host = Path("/etc", name)
+        text = host.read_text() if host.is_file() else ""
+        text = (text if not text or text.endswith("\n") else text + "\n") + line
+        path = folder / f"{uid}.{name}"
+        if not path.is_file() or path.read_text() != text:
+            tmp = folder / f".{uid}.{name}.{os.getpid()}"
+            tmp.write_text(text)
+            tmp.chmod(0o644)
+            os.replace(tmp, path)
+        out[name] = path
+    return out

@@ -45,8 +45,9 @@ def _lock_free(uid: int) -> bool:
 
 @needs_uids
 def test_each_sandbox_runs_as_a_uid_of_its_own(iso_mode: str, tmp_path: Path) -> None:
-    """Two sandboxes at once: two uids of the range, neither this process's; each owns its writable tree (the
-    files the caller wrote there too) and reads what others may read; the uid is free again once it ended."""
+    """Two sandboxes at once: two uids of the range, neither this process's, each named ``sandbox``; each owns its
+    writable tree (the files the caller wrote there too) and reads what others may read; the uid is free again
+    once it ended."""
     rng = configured_range()
     assert rng is not None
     boxes = [tmp_path / "a", tmp_path / "b"]
@@ -56,7 +57,9 @@ def test_each_sandbox_runs_as_a_uid_of_its_own(iso_mode: str, tmp_path: Path) ->
     shared = tmp_path / "shared.txt"
     shared.write_text("readable\n")
     tmp_path.chmod(0o755)
-    script = f"id -u; cat {shared}; echo more >> sub/given.txt && touch sub/made; sleep 2"
+    # getpass.getuser() (torch's compile caches call it) needs a name for the uid: it raised KeyError on the H100
+    script = (f"id -u; cat {shared}; {sys.executable} -S -c 'import getpass; print(getpass.getuser())'; "
+              "echo more >> sub/given.txt && touch sub/made; sleep 2")
     procs = [Sandbox([box], readonly=[shared], mode=iso_mode).start(script, cwd=box, limits=Limits(wall_s=30))
              for box in boxes]
     for p in procs:
@@ -66,7 +69,7 @@ def test_each_sandbox_runs_as_a_uid_of_its_own(iso_mode: str, tmp_path: Path) ->
     for res, uid, box in zip(results, uids, boxes):
         assert res.ok, res.output
         assert uid is not None and rng.first <= uid <= rng.last and uid != os.getuid()
-        assert res.output.split()[:2] == [str(uid), "readable"]
+        assert res.output.split()[:3] == [str(uid), "readable", "sandbox"], res.output
         assert {(box / "sub" / n).stat().st_uid for n in ("given.txt", "made")} == {uid}
         assert (box / "sub" / "given.txt").read_text() == "from the caller\nmore\n"
         assert _lock_free(uid)
