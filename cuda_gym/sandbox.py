@@ -739,6 +739,8 @@ class Sandbox:
         network: keep the host's network (off by default: no route out, no host loopback).
         extra_env: variables added to every command's environment.
         mode: force ``bwrap``/``unshare``/``limits``; default :func:`sandbox_mode`.
+        own_uid: run each command as a host uid of its own where this process can (:mod:`cuda_gym.sandbox_uids`);
+            ``False`` only for trusted code in writable trees that sandboxes running at once share.
 
     Paths keep their host names inside, so tools report the same paths. The Python installation,
     site-packages, the ``cuda_gym`` package and ``CUDA_HOME`` are readable wherever they live; the
@@ -746,7 +748,8 @@ class Sandbox:
     """
 
     def __init__(self, writable: Sequence[Path | str], readonly: Sequence[Path | str] = (), gpu: bool = False,
-                 network: bool = False, extra_env: Mapping[str, str] | None = None, mode: SandboxMode | None = None):
+                 network: bool = False, extra_env: Mapping[str, str] | None = None, mode: SandboxMode | None = None,
+                 own_uid: bool = True):
         self.writable = [Path(p).absolute() for p in writable]
         self.readonly = [Path(p).absolute() for p in readonly]
         for p in self.writable:
@@ -758,8 +761,8 @@ class Sandbox:
         if mode is not None and mode not in MODES:
             raise SandboxError(f"unknown sandbox mode {mode!r}: use one of {', '.join(MODES)}")
         self.mode: SandboxMode = mode or sandbox_mode()
-        self.own_uid = (self.mode == "unshare" and separation_available()
-                        or self.mode == "bwrap" and separation_available() and _bwrap_probe(True))
+        self.own_uid = own_uid and (self.mode == "unshare" and separation_available()
+                                    or self.mode == "bwrap" and separation_available() and _bwrap_probe(True))
         """Whether each command runs as a host uid of its own (:mod:`cuda_gym.sandbox_uids`)."""
         self._prlimit = shutil.which("prlimit")
 
@@ -933,7 +936,7 @@ class Sandbox:
         lease: UidLease | None = None
         try:
             if self.own_uid:
-                lease = lease_uid()
+                lease = lease_uid(self.writable)
                 hand_over(self.writable, lease.uid)
             argv, run_env, preexec = self._command(inner, cwd, host_tmp, env, limits, cgroups,
                                                    lease.uid if lease else None)
@@ -983,13 +986,14 @@ class Sandbox:
         # counts only against the session's own processes.
         group_nice = [] if limits.nice <= 0 or cgroups.has("cpu") else [
             "/bin/sh", "-c", f'{{ echo {int(limits.nice)} > /proc/self/autogroup; }} 2>/dev/null; exec "$@"', "sandbox-nice"]
+        keyrings = [sys.executable, "-I", "-S", "-c", _KEYRING_PRELUDE, "0" if uid is None else "1"]
         if self.mode == "bwrap":
             identity = [] if uid is None else [_SETPRIV, *identity_args(uid, self._gpu_groups()), *_SETPRIV_DROP]
-            argv = [*self._bwrap_args(limits, uid), "--chdir", str(cwd), "--", *group_nice, *identity, *limit_argv,
-                    *inner]
+            argv = [*self._bwrap_args(limits, uid), "--chdir", str(cwd), "--", *group_nice, *identity, *keyrings,
+                    *limit_argv, *inner]
         elif self.mode == "unshare":
             assert host_tmp is not None
-            argv = [*self._unshare_args(host_tmp, cwd, limits, uid), *limit_argv, *inner]
+            argv = [*self._unshare_args(host_tmp, cwd, limits, uid), *keyrings, *limit_argv, *inner]
         else:
             argv = [*limit_argv, *inner]
         if self.mode != "bwrap":
@@ -1386,6 +1390,25 @@ def _setpriv_has_pdeathsig() -> bool:
 
 _SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 _SETPRIV_DROP = ["--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]
+_KEYRING_PRELUDE = """
+import ctypes, os, sys
+nr = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
+if nr:
+    keyctl = ctypes.CDLL(None, use_errno=True).syscall
+    L = ctypes.c_long
+    if sys.argv[1] == "1":
+        for ring in (-4, -5):
+            keyctl(L(nr), L(7), L(ring))
+        kept = keyctl(L(nr), L(22), L(-1), L(-3))
+        if kept > 0:
+            keyctl(L(nr), L(7), L(kept))
+    keyctl(L(nr), L(1), None)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+"""Run in the sandbox, as its uid, before the command: a new, empty session keyring (not the caller's), and for
+a uid of its own its user, user-session and persistent keyrings cleared (``KEYCTL_CLEAR``): they outlive the
+sandbox in the kernel, and the next sandbox of that uid read 196 keys another one left, its key quota used up
+(red team 9, K1). Best effort: where ``keyctl`` is refused, the command cannot use keys either."""
 """What every sandboxed command gives up before it starts: all capabilities, and gaining any by exec."""
 
 

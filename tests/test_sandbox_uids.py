@@ -154,3 +154,84 @@ def test_a_full_uid_range_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> N
         for h in held:
             h.release()
     lease_uid().release()
+
+
+KEYS = textwrap.dedent(
+    r"""
+    import ctypes, os, sys
+    nr = {"x86_64": (248, 250), "aarch64": (217, 219)}[os.uname().machine]
+    sys_call = ctypes.CDLL(None, use_errno=True).syscall
+    L = ctypes.c_long
+
+    def listed(ring):
+        buf = ctypes.create_string_buffer(4096)
+        n = sys_call(L(nr[1]), L(11), L(ring), buf, L(4096))  # KEYCTL_READ of a keyring: its key ids
+        return n // 4 if n >= 0 else -1
+
+    if sys.argv[1] == "leave":
+        for ring in (-4, -3):  # the uid's user keyring, the session keyring
+            for i in range(5):
+                data = b"secret of an earlier sandbox"
+                assert sys_call(L(nr[0]), b"user", f"left{ring}{i}".encode(), data, L(len(data)), L(ring)) > 0
+    print("user", listed(-4), "session", listed(-3))
+    """)
+
+
+@needs_uids
+def test_keys_a_sandbox_leaves_are_gone_for_the_next_one_of_its_uid(iso_mode: str, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel keeps a uid's user keyring (and a process's session keyring, inherited from the caller) beyond
+    the sandbox: with the range narrowed to one uid, the next sandbox read every key an earlier one left and found
+    its key quota used up (red team 9, K1). Each sandbox now starts with those keyrings empty."""
+    monkeypatch.setenv(UIDS_ENV, "1500000100-1500000100")
+    seen = []
+    for step in ("leave", "look"):
+        box = tmp_path / step
+        box.mkdir()
+        res = Sandbox([box], mode=iso_mode).run([sys.executable, "-S", "-c", KEYS, step], cwd=box,
+                                                limits=Limits(wall_s=30))
+        assert res.ok, res.output
+        seen.append(res.output.split())
+    assert seen[0] == ["user", "5", "session", "5"]
+    assert seen[1] == ["user", "0", "session", "0"]
+
+
+@needs_uids
+def test_two_sandboxes_cannot_share_a_writable_tree(tmp_path: Path) -> None:
+    """The second sandbox's hand-over would take the first one's files (red team 9, C1: a torch.compile server
+    beside another lost its inductor cache, PermissionError): refused with the way out, and free again after."""
+    shared = tmp_path / "cache"
+    (shared / "inner").mkdir(parents=True)
+    with Sandbox([shared]).start("sleep 30", cwd=shared, limits=Limits(wall_s=60)):
+        for tree in (shared, shared / "inner", tmp_path):
+            with pytest.raises(SandboxError, match="writable in a running sandbox"):
+                Sandbox([tree]).start("true", cwd=tree)
+    assert Sandbox([shared]).run("touch later_ok", cwd=shared).ok
+
+
+@needs_uids
+def test_trees_of_any_depth_and_path_length_are_handed_over(tmp_path: Path) -> None:
+    """A 1,100-folder chain broke the hand-over's os.walk (RecursionError) and a path over 4 KiB its chown
+    (ENAMETOOLONG): the agent's next bash command in that workspace, even its rm -rf, was an internal error
+    (red team 9, A1)."""
+    long = "x" * 200
+    make = (f"set -e; for i in $(seq 1100); do mkdir d; cd d; done; for i in $(seq 25); do mkdir {long}; cd {long}; "
+            "done; touch end; echo made")
+    made = Sandbox([tmp_path]).run(make, cwd=tmp_path, limits=Limits(wall_s=120))
+    assert made.ok and "made" in made.output, made.output
+    again = Sandbox([tmp_path]).run("find d -name end | wc -l; rm -rf d && echo gone", cwd=tmp_path,
+                                    limits=Limits(wall_s=120))
+    assert again.ok and again.output.split() == ["1", "gone"], again.output
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_root_without_chown_rights_keeps_the_callers_uid() -> None:
+    """CAP_CHOWN (the hand-over), CAP_DAC_OVERRIDE and CAP_FOWNER (the trusted side writing into and removing what
+    the sandbox made) are needed too: without CAP_CHOWN every start failed (red team 9, H3)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv")
+    probe = "from cuda_gym.sandbox_uids import missing_capabilities as m; print(','.join(m()))"
+    for cap in ("chown", "dac_override", "fowner"):
+        out = subprocess.run([shutil.which("setpriv") or "", f"--bounding-set=-{cap}", f"--inh-caps=-{cap}", "--",
+                              sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and f"CAP_{cap.upper()}" in out.stdout.strip().split(","), out.stdout + out.stderr

@@ -160,6 +160,9 @@ class ServerSpec:
     limits: Limits = field(default_factory=Limits)
     load_timeout_s: float = 120.0
     call_timeout_s: float = 30.0
+    own_uid: bool = True
+    """Whether the server runs as a uid of its own (``Sandbox(own_uid=...)``); ``False`` only for trusted code
+    whose writable trees servers running at once share (the compile servers' inductor cache)."""
 
 
 @dataclass
@@ -271,7 +274,7 @@ class ServerSession:
         if self.library is not None:
             cmd.append(str(self.library))
             readonly.append(self.library.parent)
-        sandbox = Sandbox(writable=self.spec.writable, readonly=readonly, gpu=self.cuda)
+        sandbox = Sandbox(writable=self.spec.writable, readonly=readonly, gpu=self.cuda, own_uid=self.spec.own_uid)
         try:
             self.proc = sandbox.start(
                 cmd, cwd=self.spec.job_dir, limits=self.spec.limits, env=self.spec.env, pass_fds=[theirs.fileno()]

@@ -254,6 +254,9 @@ class Driver:
             limits=limits,
             load_timeout_s=s.load_timeout_s,
             call_timeout_s=self._bound(task, s, False),
+            # The compile servers (trusted reference code) share the inductor cache while they run, which
+            # sandboxes of their own uids cannot (red team 9, C1): they run as the judge's uid.
+            own_uid=not writable,
         )
 
     def _load(self, task: PreparedTask, kind: ServerKind, job_dir: str, **program: str) -> Load:
