@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import os
+import platform
 import re
 import selectors
 import shutil
@@ -38,6 +39,7 @@ from cuda_gym.sandbox_uids import (
     range_mapped,
     separation_available,
 )
+from cuda_gym.seccomp_bpf import sandbox_filter
 from cuda_gym.trees import remove_tree
 
 logger = logging.getLogger(__name__)
@@ -938,6 +940,10 @@ class Sandbox:
             if self.own_uid:
                 lease = lease_uid(self.writable)
                 hand_over(self.writable, lease.uid)
+            elif self.mode != "limits" and separation_available():
+                # Trees an earlier sandbox of its own uid wrote are this uid's again: root without capabilities
+                # cannot write into them (the compile servers' inductor cache after an upgrade, red team 9 recheck).
+                hand_over(self.writable, os.getuid())
             argv, run_env, preexec = self._command(inner, cwd, host_tmp, env, limits, cgroups,
                                                    lease.uid if lease else None)
             started = time.monotonic()
@@ -986,7 +992,8 @@ class Sandbox:
         # counts only against the session's own processes.
         group_nice = [] if limits.nice <= 0 or cgroups.has("cpu") else [
             "/bin/sh", "-c", f'{{ echo {int(limits.nice)} > /proc/self/autogroup; }} 2>/dev/null; exec "$@"', "sandbox-nice"]
-        keyrings = [sys.executable, "-I", "-S", "-c", _KEYRING_PRELUDE, "0" if uid is None else "1"]
+        program = sandbox_filter(platform.machine()) or b""
+        keyrings = [sys.executable, "-I", "-S", "-c", _PRELUDE, "0" if uid is None else "1", program.hex()]
         if self.mode == "bwrap":
             identity = [] if uid is None else [_SETPRIV, *identity_args(uid, self._gpu_groups()), *_SETPRIV_DROP]
             argv = [*self._bwrap_args(limits, uid), "--chdir", str(cwd), "--", *group_nice, *identity, *keyrings,
@@ -1390,25 +1397,37 @@ def _setpriv_has_pdeathsig() -> bool:
 
 _SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 _SETPRIV_DROP = ["--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]
-_KEYRING_PRELUDE = """
+_PRELUDE = """
 import ctypes, os, sys
-nr = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
-if nr:
-    keyctl = ctypes.CDLL(None, use_errno=True).syscall
-    L = ctypes.c_long
+nrs = {"x86_64": (250, 317), "aarch64": (219, 277)}.get(os.uname().machine)
+if nrs:
+    libc = ctypes.CDLL(None, use_errno=True)
+    call, L = libc.syscall, ctypes.c_long
+    call.restype = ctypes.c_long
+    keyctl, seccomp = L(nrs[0]), L(nrs[1])
     if sys.argv[1] == "1":
         for ring in (-4, -5):
-            keyctl(L(nr), L(7), L(ring))
-        kept = keyctl(L(nr), L(22), L(-1), L(-3))
+            call(keyctl, L(7), L(ring))
+        kept = call(keyctl, L(22), L(-1), L(-3))
         if kept > 0:
-            keyctl(L(nr), L(7), L(kept))
-    keyctl(L(nr), L(1), None)
-os.execvp(sys.argv[2], sys.argv[2:])
+            call(keyctl, L(7), L(kept))
+    call(keyctl, L(1), None)
+    prog = bytes.fromhex(sys.argv[2])
+    buf = ctypes.create_string_buffer(prog, len(prog))
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    fprog = Prog(len(prog) // 8, ctypes.addressof(buf))
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or call(seccomp, L(1), L(0), ctypes.byref(fprog)) != 0:
+        sys.stderr.write("sandbox setup: the key syscall filter could not be installed\\n")
+        os._exit(125)
+os.execvp(sys.argv[3], sys.argv[3:])
 """
-"""Run in the sandbox, as its uid, before the command: a new, empty session keyring (not the caller's), and for
-a uid of its own its user, user-session and persistent keyrings cleared (``KEYCTL_CLEAR``): they outlive the
-sandbox in the kernel, and the next sandbox of that uid read 196 keys another one left, its key quota used up
-(red team 9, K1). Best effort: where ``keyctl`` is refused, the command cannot use keys either."""
+"""Run in the sandbox, as its uid, before the command. The kernel keeps keys and keyrings past the sandbox: the
+next sandbox of a uid read 196 keys an earlier one left, its key quota used up (red team 9, K1); one that opened
+its user keyring to every uid, or took the write right from it, beat a clear (the recheck). So the prelude
+gives the sandbox a new, empty session keyring (not the caller's), clears what a uid of its own still holds
+(user, user-session and persistent keyrings: keys left before the filter), then installs
+:func:`cuda_gym.seccomp_bpf.sandbox_filter` (no key syscalls, no other ABI) and runs the command."""
 """What every sandboxed command gives up before it starts: all capabilities, and gaining any by exec."""
 
 

@@ -21,19 +21,24 @@ from __future__ import annotations
 import ctypes
 import errno
 import platform
-import struct
 from dataclasses import dataclass
+
+from cuda_gym.seccomp_bpf import (
+    BPF_JMP_JEQ_K,
+    BPF_JMP_JGE_K,
+    BPF_JMP_JSET_K,
+    BPF_LD_W_ABS,
+    BPF_RET_K,
+    SECCOMP_RET_ALLOW,
+    SECCOMP_RET_ERRNO,
+    X32_SYSCALL_BIT,
+    Instruction,
+    assemble,
+)
 
 PR_SET_NO_NEW_PRIVS = 38
 SECCOMP_SET_MODE_FILTER = 1
 SECCOMP_FILTER_FLAG_TSYNC = 1
-SECCOMP_RET_ALLOW = 0x7FFF0000
-SECCOMP_RET_ERRNO = 0x00050000
-_BPF_LD_W_ABS = 0x20
-_BPF_JMP_JEQ_K = 0x15
-_BPF_JMP_JGE_K = 0x35
-_BPF_JMP_JSET_K = 0x45
-_BPF_RET_K = 0x06
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,7 @@ NAMESPACE_FLAGS = 0x7E020080
 """Every ``CLONE_NEW*`` flag: ``NEWTIME`` 0x80, ``NEWNS`` 0x20000, ``NEWCGROUP``, ``NEWUTS``, ``NEWIPC``,
 ``NEWUSER``, ``NEWPID``, ``NEWNET`` (0x02000000-0x40000000)."""
 
-X32_SYSCALL_BIT = 0x40000000
-"""x86-64's x32 ABI: its syscall numbers carry this bit (``userfaultfd`` is ``0x40000000 | 323`` there)."""
+__all__ = ["X32_SYSCALL_BIT", "restrict_syscalls", "server_filter"]
 
 
 def server_filter(machine: str) -> bytes | None:
@@ -86,42 +90,31 @@ def server_filter(machine: str) -> bytes | None:
     deny, allow, nosys = SECCOMP_RET_ERRNO | errno.EPERM, SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | errno.ENOSYS
     x32 = X32_SYSCALL_BIT if machine == "x86_64" else 0xFFFFFFFF
     # (opcode, jump if true, jump if false, k): jumps name labels, resolved below
-    program: list[tuple[int, str, str, int] | str] = [
-        (_BPF_LD_W_ABS, "", "", 4),  # seccomp_data.arch
-        (_BPF_JMP_JEQ_K, "nr", "deny", n.arch),
+    program: list[Instruction | str] = [
+        (BPF_LD_W_ABS, "", "", 4),  # seccomp_data.arch
+        (BPF_JMP_JEQ_K, "nr", "deny", n.arch),
         "nr",
-        (_BPF_LD_W_ABS, "", "", 0),  # seccomp_data.nr
-        (_BPF_JMP_JGE_K, "deny", "", x32),
-        (_BPF_JMP_JEQ_K, "deny", "", n.userfaultfd),
-        (_BPF_JMP_JEQ_K, "deny", "", n.setns),
-        (_BPF_JMP_JEQ_K, "flags", "", n.unshare),
-        (_BPF_JMP_JEQ_K, "flags", "", n.clone),
-        (_BPF_JMP_JEQ_K, "nosys", "", n.clone3),
-        (_BPF_JMP_JEQ_K, "", "allow", n.ioctl),
-        (_BPF_LD_W_ABS, "", "", 24),  # the low word of seccomp_data.args[1]: ioctl's request
-        (_BPF_JMP_JEQ_K, "deny", "allow", USERFAULTFD_IOC_NEW),
+        (BPF_LD_W_ABS, "", "", 0),  # seccomp_data.nr
+        (BPF_JMP_JGE_K, "deny", "", x32),
+        (BPF_JMP_JEQ_K, "deny", "", n.userfaultfd),
+        (BPF_JMP_JEQ_K, "deny", "", n.setns),
+        (BPF_JMP_JEQ_K, "flags", "", n.unshare),
+        (BPF_JMP_JEQ_K, "flags", "", n.clone),
+        (BPF_JMP_JEQ_K, "nosys", "", n.clone3),
+        (BPF_JMP_JEQ_K, "", "allow", n.ioctl),
+        (BPF_LD_W_ABS, "", "", 24),  # the low word of seccomp_data.args[1]: ioctl's request
+        (BPF_JMP_JEQ_K, "deny", "allow", USERFAULTFD_IOC_NEW),
         "flags",
-        (_BPF_LD_W_ABS, "", "", 16),  # the low word of seccomp_data.args[0]: unshare's or clone's flags
-        (_BPF_JMP_JSET_K, "deny", "allow", NAMESPACE_FLAGS),
+        (BPF_LD_W_ABS, "", "", 16),  # the low word of seccomp_data.args[0]: unshare's or clone's flags
+        (BPF_JMP_JSET_K, "deny", "allow", NAMESPACE_FLAGS),
         "allow",
-        (_BPF_RET_K, "", "", allow),
+        (BPF_RET_K, "", "", allow),
         "deny",
-        (_BPF_RET_K, "", "", deny),
+        (BPF_RET_K, "", "", deny),
         "nosys",
-        (_BPF_RET_K, "", "", nosys),
+        (BPF_RET_K, "", "", nosys),
     ]
-    labels: dict[str, int] = {}
-    insns: list[tuple[int, str, str, int]] = []
-    for item in program:
-        if isinstance(item, str):
-            labels[item] = len(insns)
-        else:
-            insns.append(item)
-
-    def jump(label: str, at: int) -> int:
-        return 0 if not label else labels[label] - at - 1
-
-    return b"".join(struct.pack("=HBBI", op, jump(jt, i), jump(jf, i), k) for i, (op, jt, jf, k) in enumerate(insns))
+    return assemble(program)
 
 
 class _SockFprog(ctypes.Structure):
