@@ -118,13 +118,17 @@ import sys, threading, time
 from pathlib import Path
 from cuda_gym.sandbox import Limits, Sandbox
 box, marker = Path(sys.argv[1]), sys.argv[2]
-sb = Sandbox([box], mode=sys.argv[3])
+one, two = box / "one", box / "two"  # two sandboxes at once write trees of their own (a uid each may own one)
+one.mkdir(); two.mkdir()
+sb = Sandbox([one], mode=sys.argv[3])
 procs = []
 # Started from a thread that ends at once: the sandbox must outlive the thread, not the process.
 t = threading.Thread(target=lambda: procs.append(sb.start(f"sleep {marker}1 & setsid sleep {marker}2 & wait",
-                                                          cwd=box, limits=Limits(wall_s=600))))
+                                                          cwd=one, limits=Limits(wall_s=600))))
 t.start(); t.join()
-threading.Thread(target=lambda: sb.run(f"sleep {marker}3", cwd=box, limits=Limits(wall_s=600)), daemon=True).start()
+other = Sandbox([two], mode=sys.argv[3])
+threading.Thread(target=lambda: other.run(f"sleep {marker}3", cwd=two, limits=Limits(wall_s=600)),
+                 daemon=True).start()
 print("started", flush=True)
 time.sleep(600)
 """
