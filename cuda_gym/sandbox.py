@@ -944,16 +944,24 @@ class Sandbox:
                 # Trees an earlier sandbox of its own uid wrote are this uid's again: root without capabilities
                 # cannot write into them (the compile servers' inductor cache after an upgrade, red team 9 recheck).
                 hand_over(self.writable, os.getuid())
-            argv, run_env, preexec = self._command(inner, cwd, host_tmp, env, limits, cgroups,
-                                                   lease.uid if lease else None)
-            started = time.monotonic()
+            # bwrap as the caller's uid: its own init (PID 1 of the sandbox) is of that uid too, and a command
+            # could ptrace it and make the syscalls the prelude's filter refuses (red team 9's second recheck:
+            # a key in the caller's keyring). bwrap installs the filter on its init as well.
+            filter_fd = _filter_pipe() if self.mode == "bwrap" and not self.own_uid else None
             try:
+                argv, run_env, preexec = self._command(inner, cwd, host_tmp, env, limits, cgroups,
+                                                       lease.uid if lease else None, filter_fd)
+                started = time.monotonic()
                 proc = spawn(argv, cwd=cwd, env=run_env, stdin=subprocess.PIPE if stdin is not None
                               else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              start_new_session=True, close_fds=True, pass_fds=fds, preexec_fn=preexec)
+                              start_new_session=True, close_fds=True,
+                              pass_fds=(*fds, *([filter_fd] if filter_fd is not None else [])), preexec_fn=preexec)
             except OSError as exc:
-                raise SandboxError(f"could not start {argv[0]}: {exc}; check the install or set "
+                raise SandboxError(f"could not start {self.mode}: {exc}; check the install or set "
                                    f"{MODE_ENV}=limits") from exc
+            finally:
+                if filter_fd is not None:
+                    os.close(filter_fd)
         except BaseException:
             _cleanup(cgroups, host_tmp, lease)
             raise
@@ -972,9 +980,9 @@ class Sandbox:
         return proc.result()
 
     def _command(self, inner: list[str], cwd: Path, host_tmp: Path | None, env: Mapping[str, str] | None,
-                 limits: Limits, cgroups: _Cgroups, uid: int | None):
+                 limits: Limits, cgroups: _Cgroups, uid: int | None, filter_fd: int | None = None):
         """The host argv, its environment and the pre-exec hook (rlimits where ``prlimit`` is missing);
-        ``uid``: the sandbox's own uid (:attr:`own_uid`)."""
+        ``uid``: the sandbox's own uid (:attr:`own_uid`); ``filter_fd``: bwrap's ``--add-seccomp-fd``."""
         # Isolating modes have their own private /tmp; limits mode gets a fresh host temp dir.
         run_env = self.env_for(cwd, Path("/tmp") if self.mode != "limits" else host_tmp, env)  # type: ignore[arg-type]
         # RLIMIT_NPROC counts every process of the user: for root (capabilities dropped) that is every
@@ -996,8 +1004,9 @@ class Sandbox:
         keyrings = [sys.executable, "-I", "-S", "-c", _PRELUDE, "0" if uid is None else "1", program.hex()]
         if self.mode == "bwrap":
             identity = [] if uid is None else [_SETPRIV, *identity_args(uid, self._gpu_groups()), *_SETPRIV_DROP]
-            argv = [*self._bwrap_args(limits, uid), "--chdir", str(cwd), "--", *group_nice, *identity, *keyrings,
-                    *limit_argv, *inner]
+            seccomp = [] if filter_fd is None else ["--add-seccomp-fd", str(filter_fd)]
+            argv = [*self._bwrap_args(limits, uid), *seccomp, "--chdir", str(cwd), "--", *group_nice, *identity,
+                    *keyrings, *limit_argv, *inner]
         elif self.mode == "unshare":
             assert host_tmp is not None
             argv = [*self._unshare_args(host_tmp, cwd, limits, uid), *keyrings, *limit_argv, *inner]
@@ -1265,6 +1274,20 @@ class SandboxProcess:
         finally:
             _cleanup(self._cgroup, self._host_tmp, self._uid_lease)
             self._done.set()
+
+
+def _filter_pipe() -> int | None:
+    """The read end of a pipe holding :func:`~cuda_gym.seccomp_bpf.sandbox_filter`'s program (for bwrap's
+    ``--add-seccomp-fd``), ``None`` on an architecture without one."""
+    program = sandbox_filter(platform.machine())
+    if not program:
+        return None
+    read, write = os.pipe()
+    try:
+        os.write(write, program)  # a few hundred bytes: far below a pipe's buffer
+    finally:
+        os.close(write)
+    return read
 
 
 def _check_fds(pass_fds: Sequence[int]) -> tuple[int, ...]:
