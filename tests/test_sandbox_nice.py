@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,13 +19,18 @@ SPIN = ("import os, sys, time\nos.sched_setaffinity(0, {0})\nstart = float(sys.a
 on CPU 0 for 2 s; print the CPU time it got meanwhile."""
 
 
-def _spin_pair(sandbox: Sandbox, box: Path) -> dict[str, float]:
-    """CPU seconds a nice-19 and a nice-0 spinner, each in a sandbox of its own, got on one CPU in 2 s."""
+def _spin_pair(box: Path, mode: Any = None) -> dict[str, float]:
+    """CPU seconds a nice-19 and a nice-0 spinner, each in a sandbox (and writable folder) of its own, got on one
+    CPU in 2 s."""
     import time
 
     start = str(time.time() + 3.0)
-    low = sandbox.start(["python3", "-c", SPIN, start], cwd=box, limits=Limits(wall_s=30, nice=19))
-    high = sandbox.start(["python3", "-c", SPIN, start], cwd=box, limits=Limits(wall_s=30, nice=0))
+    (box / "low").mkdir()
+    (box / "high").mkdir()
+    low = Sandbox(writable=[box / "low"], mode=mode).start(["python3", "-c", SPIN, start], cwd=box / "low",
+                                                           limits=Limits(wall_s=30, nice=19))
+    high = Sandbox(writable=[box / "high"], mode=mode).start(["python3", "-c", SPIN, start], cwd=box / "high",
+                                                             limits=Limits(wall_s=30, nice=0))
     low.wait()
     high.wait()
     return {name: float(proc.result().output.split("cpu")[-1]) for name, proc in (("low", low), ("high", high))}
@@ -59,7 +65,7 @@ def test_a_nice_sandbox_yields_the_cpu_to_a_timed_one(box: Path) -> None:
     """Two spinners on one CPU, each in a sandbox (a session of its own): the nice-19 one (a build, an agent
     command) gets a small share against the nice-0 one (a timed server), not the half that a niceness alone
     gives it where the kernel groups sessions (autogroup)."""
-    got = _spin_pair(Sandbox(writable=[box]), box)
+    got = _spin_pair(box)
     assert got["low"] < 0.25 * got["high"], got
 
 
@@ -73,5 +79,5 @@ def test_without_a_cpu_cgroup_the_sessions_group_gets_the_niceness(box: Path, mo
         pytest.skip(f"{mode} mode does not work here")
     real = sandbox_module._cgroup_parent
     monkeypatch.setattr(sandbox_module, "_cgroup_parent", lambda c: None if c == "cpu" else real(c))
-    got = _spin_pair(Sandbox(writable=[box], mode=mode), box)
+    got = _spin_pair(box, mode)
     assert got["low"] < 0.25 * got["high"], got
