@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from adversarial.judging import SharedJudges, load_task, make_workspace, open_fds
+from adversarial.judging import SharedJudges, load_task, make_workspace, open_fds, settled_fds
 from adversarial.manifest import CASES
 from cuda_gym.reward import milestone_reward
 
@@ -24,7 +24,8 @@ def test_fds_of_a_refused_packet_are_closed(tmp_path: Path, judges: SharedJudges
     again = judge.evaluate(task, workspace=make_workspace(task, CASES / "c44_answer_fd_flood", "cpu", tmp_path / "b"))
     assert milestone_reward(again) == -1
     assert judge.worker_pid == pid, "the reference worker was restarted"
-    assert open_fds(pid) <= before, "the driver kept descriptors the server sent"
+    # closes finish on the driver's closer thread: count once they are done (CI counted 7 for 5 at once)
+    assert settled_fds(pid, before) <= before, "the driver kept descriptors the server sent"
 
 
 def test_a_session_ended_for_a_message_it_refused_says_why(tmp_path: Path, judges: SharedJudges) -> None:
