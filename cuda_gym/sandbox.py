@@ -232,6 +232,12 @@ def _bwrap_probe(own_uid: bool) -> bool:
     return proc.returncode == 0
 
 
+def own_uid_available(mode: SandboxMode) -> bool:
+    """Whether sandboxes of ``mode`` run as host uids of their own here (:mod:`cuda_gym.sandbox_uids`; bwrap
+    only where it starts without a user namespace)."""
+    return mode != "limits" and separation_available() and (mode == "unshare" or _bwrap_probe(True))
+
+
 def _bwrap_works() -> bool:
     return (separation_available() and _bwrap_probe(True)) or _bwrap_probe(False)
 
@@ -412,8 +418,8 @@ def _why_uid_shared() -> str:
         return "this process is not root"
     if shutil.which("setpriv") is None:
         return "setpriv is missing"
-    if missing_capabilities():
-        return f"this process lacks {', '.join(missing_capabilities())}"
+    if missing := missing_capabilities():
+        return f"this process lacks {', '.join(missing)}"
     if not range_mapped(rng):
         return f"its user namespace does not map the uids {rng.first}-{rng.last}"
     return "bwrap runs here only in a user namespace, as this uid"
@@ -426,7 +432,8 @@ def warn_shared_uid() -> None:
     made the kernel refuse the judge's descriptor sends (input arenas, GPU segments) unless the judge has
     ``CAP_SYS_RESOURCE`` or ``CAP_SYS_ADMIN`` (red team 8, I1 and its recheck's V1), and one that fills the
     user's epoll watches makes every ``epoll_ctl`` of the user fail, capable or not (E1)."""
-    if Sandbox([], mode=sandbox_mode()).own_uid or sandbox_mode() == "limits":
+    mode = sandbox_mode()
+    if mode == "limits" or own_uid_available(mode):
         return
     why = _why_uid_shared()
     logger.warning("sandboxes run as this process's own uid (%s), so they share its per-user kernel state: one "
@@ -763,8 +770,7 @@ class Sandbox:
         if mode is not None and mode not in MODES:
             raise SandboxError(f"unknown sandbox mode {mode!r}: use one of {', '.join(MODES)}")
         self.mode: SandboxMode = mode or sandbox_mode()
-        self.own_uid = own_uid and (self.mode == "unshare" and separation_available()
-                                    or self.mode == "bwrap" and separation_available() and _bwrap_probe(True))
+        self.own_uid = own_uid and own_uid_available(self.mode)
         """Whether each command runs as a host uid of its own (:mod:`cuda_gym.sandbox_uids`)."""
         self._prlimit = shutil.which("prlimit")
 

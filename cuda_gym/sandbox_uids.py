@@ -219,15 +219,32 @@ def identity_args(uid: int, groups: Sequence[int] = ()) -> list[str]:
     return [f"--reuid={uid}", f"--regid={uid}", group_arg]
 
 
+_IDENTITIES: dict[int, tuple[tuple[tuple[int, int, int] | None, ...], dict[str, Path]]] = {}
+"""Per uid: the host files' identities and the files written for them (:func:`identity_files`)."""
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_ino, info.st_mtime_ns, info.st_size
+
+
 def identity_files(uid: int) -> dict[str, Path]:
     """``/etc/passwd`` and ``/etc/group`` for a sandbox of ``uid``: the host's with a ``sandbox`` user and group
     of that uid added (``getpass.getuser()``, which torch's compile caches call, raises ``KeyError`` for a uid
-    without a name). Written once per uid and host content into the lock folder; returns ``{name: path}``."""
-    folder = _lock_dir()
+    without a name). Written into the lock folder once per uid and host content; returns ``{name: path}``."""
     extra = {"passwd": f"sandbox:x:{uid}:{uid}:cuda_gym sandbox:/tmp:/bin/sh\n", "group": f"sandbox:x:{uid}:\n"}
+    hosts = {name: Path("/etc", name) for name in extra}
+    key = tuple(_identity(h) for h in hosts.values())
+    known = _IDENTITIES.get(uid)
+    if known is not None and known[0] == key and all(p.is_file() for p in known[1].values()):
+        return known[1]
+    folder = _lock_dir()
     out: dict[str, Path] = {}
     for name, line in extra.items():
-        host = Path("/etc", name)
+        host = hosts[name]
         text = host.read_text() if host.is_file() else ""
         text = (text if not text or text.endswith("\n") else text + "\n") + line
         path = folder / f"{uid}.{name}"
@@ -237,4 +254,5 @@ def identity_files(uid: int) -> dict[str, Path]:
             tmp.chmod(0o644)
             os.replace(tmp, path)
         out[name] = path
+    _IDENTITIES[uid] = (key, out)
     return out

@@ -11,6 +11,7 @@ right from it so that no clear could empty it, passed data and a used-up key quo
 from __future__ import annotations
 
 import errno
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -62,6 +63,7 @@ def assemble(program: list[Instruction | str]) -> bytes:
     return b"".join(struct.pack("=HBBI", op, jump(jt, i), jump(jf, i), k) for i, (op, jt, jf, k) in enumerate(insns))
 
 
+@functools.cache
 def sandbox_filter(machine: str) -> bytes | None:
     """The sandbox's filter for ``machine`` (``EPERM`` for the key syscalls and for every syscall of another
     ABI, which would reach the kernel's key syscalls by other numbers), ``None`` where none is built."""

@@ -183,7 +183,7 @@ class Driver:
         """Time the reference through the protocol (a server of kind ``reference`` or ``compile``)."""
         s = req.settings
         writable = [inductor_cache(self.cache_root)] if req.kind == "compile" else []
-        spec = self._spec(task, s, Path(req.job_dir), [], writable)
+        spec = self._spec(task, s, Path(req.job_dir), [], writable, trusted=req.kind == "compile")
         if writable:  # trusted reference code only: the compile servers share inductor's caches
             spec.env["TORCHINDUCTOR_CACHE_DIR"] = str(writable[0])
         session = self.sessions(spec)
@@ -215,8 +215,12 @@ class Driver:
     # ------------------------------------------------------------------ stages
 
     def _spec(
-        self, task: PreparedTask, s: RunSettings, job_dir: Path, readonly: list[Path], writable: list[Path]
+        self, task: PreparedTask, s: RunSettings, job_dir: Path, readonly: list[Path], writable: list[Path],
+        trusted: bool = False,
     ) -> ServerSpec:
+        """How to start a server; ``trusted``: the reference compiled by ``torch.compile`` (it runs as the judge's
+        uid: the compile servers share the inductor cache while they run, which sandboxes of their own uids
+        cannot, red team 9, C1)."""
         import os
 
         from cuda_gym.paths import package_pythonpath
@@ -254,9 +258,7 @@ class Driver:
             limits=limits,
             load_timeout_s=s.load_timeout_s,
             call_timeout_s=self._bound(task, s, False),
-            # The compile servers (trusted reference code) share the inductor cache while they run, which
-            # sandboxes of their own uids cannot (red team 9, C1): they run as the judge's uid.
-            own_uid=not writable,
+            own_uid=not trusted,
         )
 
     def _load(self, task: PreparedTask, kind: ServerKind, job_dir: str, **program: str) -> Load:
