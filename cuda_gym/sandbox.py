@@ -29,7 +29,9 @@ from cuda_gym.job_thread import job_thread
 from cuda_gym.process_stop import continue_tree, stop_tree
 from cuda_gym.sandbox_uids import (
     UIDS_ENV,
+    TreeClaim,
     UidLease,
+    claim_trees,
     configured_range,
     hand_over,
     identity_args,
@@ -942,6 +944,7 @@ class Sandbox:
             _warn_memory_per_process()
         host_tmp = None if self.mode == "bwrap" else Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{_owner_tag()}_"))
         lease: UidLease | None = None
+        claim: TreeClaim | None = None
         try:
             if self.own_uid:
                 lease = lease_uid(self.writable)
@@ -949,6 +952,8 @@ class Sandbox:
             elif self.mode != "limits" and separation_available():
                 # Trees an earlier sandbox of its own uid wrote are this uid's again: root without capabilities
                 # cannot write into them (the compile servers' inductor cache after an upgrade, red team 9 recheck).
+                # Claimed first: never taken from a live sandbox of its own uid.
+                claim = claim_trees(self.writable, os.getuid())
                 hand_over(self.writable, os.getuid())
             # bwrap as the caller's uid: its own init (PID 1 of the sandbox) is of that uid too, and a command
             # could ptrace it and make the syscalls the prelude's filter refuses (red team 9's second recheck:
@@ -969,10 +974,11 @@ class Sandbox:
                 if filter_fd is not None:
                     os.close(filter_fd)
         except BaseException:
-            _cleanup(cgroups, host_tmp, lease)
+            _cleanup(cgroups, host_tmp, lease, claim)
             raise
         return SandboxProcess(proc, mode=self.mode, limits=limits, started=started, cgroup=cgroups,
-                              host_tmp=host_tmp, stdin=stdin, disk_paths=self.writable, uid_lease=lease)
+                              host_tmp=host_tmp, stdin=stdin, disk_paths=self.writable, uid_lease=lease,
+                              tree_claim=claim)
 
     def run(self, command: str | Sequence[str], *, cwd: Path | str, limits: Limits | None = None,
             env: Mapping[str, str] | None = None, stdin: str | None = None) -> RunResult:
@@ -1058,11 +1064,13 @@ class SandboxProcess:
 
     def __init__(self, proc: subprocess.Popen[bytes], *, mode: SandboxMode, limits: Limits, started: float,
                  cgroup: _Cgroups, host_tmp: Path | None, stdin: str | None = None,
-                 disk_paths: Sequence[Path] = (), uid_lease: UidLease | None = None):
+                 disk_paths: Sequence[Path] = (), uid_lease: UidLease | None = None,
+                 tree_claim: TreeClaim | None = None):
         self.pid = proc.pid
         self.uid = uid_lease.uid if uid_lease else None
         """The host uid the command runs as when it has one of its own, else ``None`` (this process's)."""
         self._uid_lease = uid_lease
+        self._tree_claim = tree_claim
         self.mode: SandboxMode = mode
         self.limits = limits
         self._proc = proc
@@ -1278,7 +1286,7 @@ class SandboxProcess:
             logger.exception("sandbox supervisor of pid %d failed", self.pid)
             self._error = SandboxError(f"sandbox supervisor failed: {exc}; please report this")
         finally:
-            _cleanup(self._cgroup, self._host_tmp, self._uid_lease)
+            _cleanup(self._cgroup, self._host_tmp, self._uid_lease, self._tree_claim)
             self._done.set()
 
 
@@ -1351,13 +1359,15 @@ def _pid_ns_usage(ns: str, max_tasks: int | None, max_pss: int | None) -> tuple[
     return tasks, pss
 
 
-def _cleanup(cgroup: _Cgroups, host_tmp: Path | None, lease: UidLease | None = None) -> None:
+def _cleanup(cgroup: _Cgroups, host_tmp: Path | None, lease: UidLease | None = None,
+             claim: TreeClaim | None = None) -> None:
     cgroup.kill_all()
     cgroup.remove()
     if host_tmp is not None:
         remove_tree(host_tmp)
-    if lease is not None:  # its processes are gone with the PID namespace (and the cgroup)
-        lease.release()
+    for held in (lease, claim):  # its processes are gone with the PID namespace (and the cgroup)
+        if held is not None:
+            held.release()
 
 
 @dataclass(frozen=True)

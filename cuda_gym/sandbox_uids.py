@@ -21,7 +21,6 @@ import shutil
 import stat
 import subprocess
 import tempfile
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,45 +109,112 @@ def separation_available() -> bool:
             and not missing_capabilities() and range_mapped(rng))
 
 
-_HELD_TREES: dict[str, int] = {}
-"""Writable trees of this process's live sandboxes of their own uid, and that uid."""
-_HELD_LOCK = threading.Lock()
+class TreeClaim:
+    """The writable trees of one live sandbox and the uid they were handed to, recorded where every process of
+    the host that starts sandboxes sees them, until :meth:`release` (or this process ends)."""
+
+    def __init__(self, uid: int, trees: Sequence[str], entry: Path | None, fd: int | None):
+        self.uid = uid
+        self.trees = tuple(trees)
+        self._entry = entry
+        self._fd = fd
+
+    def __repr__(self) -> str:
+        return f"TreeClaim(uid={self.uid}, trees={list(self.trees)}, held={self._fd is not None})"
+
+    def release(self) -> None:
+        """Free the trees for other sandboxes (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            if self._entry is not None:
+                self._entry.unlink(missing_ok=True)
+            os.close(fd)
+
+
+def _overlap(a: str, b: str) -> bool:
+    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+
+
+def _live_claims(folder: Path) -> list[tuple[int, list[str]]]:
+    """The uid and trees of every claim whose holder lives (it keeps its entry's ``flock``); the entries of
+    dead holders are removed. Called with the registry's lock held."""
+    live: list[tuple[int, list[str]]] = []
+    for entry in os.scandir(folder):
+        try:
+            fd = os.open(entry.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:  # held: its sandbox runs
+                with os.fdopen(os.dup(fd), "rb") as f:
+                    uid, _, trees = f.read().partition(b"\n")
+                live.append((int(uid), [os.fsdecode(t) for t in trees.split(b"\0") if t]))
+                continue
+            os.unlink(entry.path)  # its holder ended without releasing it
+        except (OSError, ValueError):
+            continue
+        finally:
+            os.close(fd)
+    return live
+
+
+def claim_trees(trees: Sequence[Path | str], uid: int) -> TreeClaim:
+    """Record ``trees`` as handed to ``uid`` for a sandbox about to start. Refused (:class:`SandboxError`) where a
+    tree lies in, holds or is one that a live sandbox of another uid writes, in any process of this host: the
+    hand-over would take that sandbox's files (red team 9, C1: a torch.compile server beside another lost its
+    inductor cache, ``Permission denied``). Sandboxes of the same uid (the caller's) may share a tree.
+
+    Each claim is a file in the lock folder's ``trees`` folder that its holder keeps ``flock``ed, so the kernel
+    frees it when the holder dies; claims are made under one lock for the host."""
+    names = [os.path.abspath(t) for t in trees]
+    if not names:
+        return TreeClaim(uid, (), None, None)
+    folder = _lock_dir() / "trees"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    guard = os.open(folder.parent / "trees.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        for owner, held in _live_claims(folder):
+            for tree in names:
+                clash = next((h for h in held if _overlap(tree, h)), None)
+                if owner != uid and clash is not None:
+                    raise SandboxError(f"{tree} is writable in a running sandbox (uid {owner}, {clash}): sandboxes "
+                                       "of their own uid cannot share a writable tree; run them one after the "
+                                       "other, or as the caller's uid (Sandbox(own_uid=False), for trusted code "
+                                       "only)")
+        fd, entry = tempfile.mkstemp(dir=folder, prefix=f"{uid}.")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, f"{uid}\n".encode() + b"\0".join(os.fsencode(t) for t in names))
+        except BaseException:
+            os.unlink(entry)
+            os.close(fd)
+            raise
+        return TreeClaim(uid, names, Path(entry), fd)
+    finally:
+        os.close(guard)
 
 
 class UidLease:
     """One uid of the range, locked for this process until :meth:`release` (or this process ends), with the
-    writable trees it was handed."""
+    claim on the writable trees it was handed."""
 
-    def __init__(self, uid: int, lock_fd: int, trees: Sequence[str] = ()):
+    def __init__(self, uid: int, lock_fd: int, claim: TreeClaim):
         self.uid = uid
-        self.trees = tuple(trees)
+        self.claim = claim
         self._fd: int | None = lock_fd
 
     def __repr__(self) -> str:
         return f"UidLease(uid={self.uid}, held={self._fd is not None})"
 
     def release(self) -> None:
-        """Unlock the uid for the next sandbox and free its trees (idempotent)."""
+        """Free its trees and unlock the uid for the next sandbox (idempotent)."""
         fd, self._fd = self._fd, None
         if fd is not None:
-            with _HELD_LOCK:
-                for tree in self.trees:
-                    _HELD_TREES.pop(tree, None)
+            self.claim.release()
             os.close(fd)
-
-
-def _claim_trees(trees: Sequence[str], uid: int) -> None:
-    """Record ``trees`` as ``uid``'s; a tree that lies in, holds or is one a live sandbox writes is refused:
-    the second sandbox's :func:`hand_over` would take the first one's files (red team 9, C1: the torch.compile
-    servers' shared inductor cache, ``Permission denied`` for the first)."""
-    with _HELD_LOCK:
-        for tree in trees:
-            for held, owner in _HELD_TREES.items():
-                if tree == held or tree.startswith(held.rstrip("/") + "/") or held.startswith(tree.rstrip("/") + "/"):
-                    raise SandboxError(f"{tree} is writable in a running sandbox (uid {owner}, {held}): sandboxes of "
-                                       "their own uid cannot share a writable tree; run them one after the other, "
-                                       "or as the caller's uid (Sandbox(own_uid=False), for trusted code only)")
-        _HELD_TREES.update(dict.fromkeys(trees, uid))
 
 
 def _lock_dir() -> Path:
@@ -166,7 +232,7 @@ def _lock_dir() -> Path:
 
 def lease_uid(trees: Sequence[Path] = ()) -> UidLease:
     """Lock a uid of the configured range that no other sandbox of this host holds now, for a sandbox that
-    writes ``trees`` (refused while another sandbox of this process writes one of them).
+    writes ``trees`` (refused while another live sandbox writes one of them: :func:`claim_trees`).
 
     The locks are ``flock``s on one file per uid in a folder only this user can write, shared by every
     process of the host; the kernel drops them when their holder dies. Raises :class:`SandboxError` when
@@ -176,7 +242,6 @@ def lease_uid(trees: Sequence[Path] = ()) -> UidLease:
     if rng is None:
         raise SandboxError(f"sandbox uids are off ({UIDS_ENV}=off)")
     folder = _lock_dir()
-    names = [os.path.abspath(t) for t in trees]
     count = rng.last - rng.first + 1
     start = random.randrange(count)
     for i in range(count):
@@ -188,11 +253,11 @@ def lease_uid(trees: Sequence[Path] = ()) -> UidLease:
             os.close(fd)
             continue
         try:
-            _claim_trees(names, uid)
+            claim = claim_trees(trees, uid)
         except BaseException:
             os.close(fd)
             raise
-        return UidLease(uid, fd, names)
+        return UidLease(uid, fd, claim)
     raise SandboxError(f"all {count} sandbox uids of {rng.first}-{rng.last} are in use: widen {UIDS_ENV}")
 
 

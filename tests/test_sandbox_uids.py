@@ -230,6 +230,54 @@ def test_two_sandboxes_cannot_share_a_writable_tree(tmp_path: Path) -> None:
     assert Sandbox([shared], own_uid=False).run("mkdir -p inner/x && touch inner/x/trusted_ok", cwd=shared).ok
 
 
+HOLDER = """
+import sys
+from pathlib import Path
+from cuda_gym.sandbox import Limits, Sandbox
+tree = Path(sys.argv[1])
+with Sandbox([tree], own_uid=sys.argv[2] == "own").start("sleep 60", cwd=tree, limits=Limits(wall_s=90)):
+    print("up", flush=True)
+    sys.stdin.read()
+"""
+
+
+def _holder(tree: Path, uid: str) -> subprocess.Popen[str]:
+    """Another process of this host with a live sandbox that writes ``tree`` (as its own uid or the caller's)."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(tree), uid], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "up", proc.communicate(timeout=30)
+    return proc
+
+
+@needs_uids
+def test_a_tree_that_another_process_sandbox_writes_is_refused(tmp_path: Path) -> None:
+    """The refusal holds across the processes of the host (it was one process's record: two judges, or a judge
+    and the env's tools, could hand one tree to two uids), for sandboxes of the caller's uid too (trusted code
+    would take a live sandbox's files back); one of a holder that was killed is free again."""
+    shared = tmp_path / "cache"
+    (shared / "inner").mkdir(parents=True)
+    holder = _holder(shared, "own")
+    try:
+        for tree in (shared, shared / "inner", tmp_path):
+            for own in (True, False):
+                with pytest.raises(SandboxError, match="writable in a running sandbox"):
+                    Sandbox([tree], own_uid=own).start("true", cwd=tree)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert Sandbox([shared]).run("touch after_a_killed_holder_ok", cwd=shared).ok
+    # Sandboxes of the caller's uid (the compile servers) share a tree with each other.
+    holder = _holder(shared, "caller")
+    try:
+        assert Sandbox([shared], own_uid=False).run("touch beside_ok", cwd=shared).ok
+        with pytest.raises(SandboxError, match="writable in a running sandbox"):
+            Sandbox([shared]).start("true", cwd=shared)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=60)
+
+
 @needs_uids
 def test_trees_of_any_depth_and_path_length_are_handed_over(tmp_path: Path) -> None:
     """A 1,100-folder chain broke the hand-over's os.walk (RecursionError) and a path over 4 KiB its chown
