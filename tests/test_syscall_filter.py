@@ -19,8 +19,9 @@ pytestmark = pytest.mark.skipif(server_filter(platform.machine()) is None,
 
 TRY_USERFAULTFD = """
 import ctypes, os, platform, sys, threading, time
-from cuda_gym.judge.syscall_filter import _ARCH, restrict_syscalls
-NR = _ARCH[platform.machine()].userfaultfd
+from cuda_gym.judge.syscall_filter import restrict_syscalls
+from cuda_gym.seccomp_bpf import ARCHES
+NR = ARCHES[platform.machine()].userfaultfd
 libc = ctypes.CDLL(None, use_errno=True)
 def attempt():
     fd = libc.syscall(NR, os.O_CLOEXEC | 1)  # UFFD_USER_MODE_ONLY: allowed to unprivileged processes too

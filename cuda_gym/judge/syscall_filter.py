@@ -21,50 +21,27 @@ from __future__ import annotations
 import ctypes
 import errno
 import platform
-from dataclasses import dataclass
 
 from cuda_gym.seccomp_bpf import (
+    ARCHES,
     BPF_JMP_JEQ_K,
     BPF_JMP_JGE_K,
-    BPF_JMP_JSET_K,
     BPF_LD_W_ABS,
     BPF_RET_K,
+    NAMESPACE_FLAGS_CHECK,
     SECCOMP_RET_ALLOW,
     SECCOMP_RET_ERRNO,
     X32_SYSCALL_BIT,
     Instruction,
     assemble,
+    namespace_rules,
 )
 
 PR_SET_NO_NEW_PRIVS = 38
 SECCOMP_SET_MODE_FILTER = 1
 SECCOMP_FILTER_FLAG_TSYNC = 1
-
-
-@dataclass(frozen=True)
-class _Numbers:
-    """One architecture's ``AUDIT_ARCH_*`` and the syscall numbers the filter looks at."""
-
-    arch: int
-    userfaultfd: int
-    seccomp: int
-    ioctl: int
-    unshare: int
-    setns: int
-    clone: int
-    clone3: int
-
-
-_ARCH = {
-    "x86_64": _Numbers(0xC000003E, userfaultfd=323, seccomp=317, ioctl=16, unshare=272, setns=308, clone=56, clone3=435),
-    "aarch64": _Numbers(0xC00000B7, userfaultfd=282, seccomp=277, ioctl=29, unshare=97, setns=268, clone=220, clone3=435),
-}
 USERFAULTFD_IOC_NEW = 0xAA00
 """``ioctl`` request of ``/dev/userfaultfd`` that makes a userfault descriptor (``_IO(0xAA, 0x00)``)."""
-
-NAMESPACE_FLAGS = 0x7E020080
-"""Every ``CLONE_NEW*`` flag: ``NEWTIME`` 0x80, ``NEWNS`` 0x20000, ``NEWCGROUP``, ``NEWUTS``, ``NEWIPC``,
-``NEWUSER``, ``NEWPID``, ``NEWNET`` (0x02000000-0x40000000)."""
 
 __all__ = ["X32_SYSCALL_BIT", "restrict_syscalls", "server_filter"]
 
@@ -84,35 +61,28 @@ def server_filter(machine: str) -> bytes | None:
       (``int $0x80`` on x86-64, where ``userfaultfd`` is number 374, or AArch32 compat on arm64) and so would
       pass a filter that checks numbers only; nothing the server runs needs those ABIs. On x86-64 the x32
       numbers (``X32_SYSCALL_BIT``) fail too."""
-    if machine not in _ARCH:
+    if machine not in ARCHES:
         return None
-    n = _ARCH[machine]
-    deny, allow, nosys = SECCOMP_RET_ERRNO | errno.EPERM, SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | errno.ENOSYS
-    x32 = X32_SYSCALL_BIT if machine == "x86_64" else 0xFFFFFFFF
-    # (opcode, jump if true, jump if false, k): jumps name labels, resolved below
+    n = ARCHES[machine]
+    # (opcode, jump if true, jump if false, k): jumps name labels, resolved by assemble
     program: list[Instruction | str] = [
         (BPF_LD_W_ABS, "", "", 4),  # seccomp_data.arch
-        (BPF_JMP_JEQ_K, "nr", "deny", n.arch),
+        (BPF_JMP_JEQ_K, "nr", "deny", n.audit),
         "nr",
         (BPF_LD_W_ABS, "", "", 0),  # seccomp_data.nr
-        (BPF_JMP_JGE_K, "deny", "", x32),
+        (BPF_JMP_JGE_K, "deny", "", n.other_abi),
         (BPF_JMP_JEQ_K, "deny", "", n.userfaultfd),
-        (BPF_JMP_JEQ_K, "deny", "", n.setns),
-        (BPF_JMP_JEQ_K, "flags", "", n.unshare),
-        (BPF_JMP_JEQ_K, "flags", "", n.clone),
-        (BPF_JMP_JEQ_K, "nosys", "", n.clone3),
+        *namespace_rules(n),
         (BPF_JMP_JEQ_K, "", "allow", n.ioctl),
         (BPF_LD_W_ABS, "", "", 24),  # the low word of seccomp_data.args[1]: ioctl's request
         (BPF_JMP_JEQ_K, "deny", "allow", USERFAULTFD_IOC_NEW),
-        "flags",
-        (BPF_LD_W_ABS, "", "", 16),  # the low word of seccomp_data.args[0]: unshare's or clone's flags
-        (BPF_JMP_JSET_K, "deny", "allow", NAMESPACE_FLAGS),
+        *NAMESPACE_FLAGS_CHECK,
         "allow",
-        (BPF_RET_K, "", "", allow),
+        (BPF_RET_K, "", "", SECCOMP_RET_ALLOW),
         "deny",
-        (BPF_RET_K, "", "", deny),
+        (BPF_RET_K, "", "", SECCOMP_RET_ERRNO | errno.EPERM),
         "nosys",
-        (BPF_RET_K, "", "", nosys),
+        (BPF_RET_K, "", "", SECCOMP_RET_ERRNO | errno.ENOSYS),
     ]
     return assemble(program)
 
@@ -135,5 +105,5 @@ def restrict_syscalls() -> bool:
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return False
     libc.syscall.restype = ctypes.c_long
-    return libc.syscall(ctypes.c_long(_ARCH[machine].seccomp), ctypes.c_long(SECCOMP_SET_MODE_FILTER),
+    return libc.syscall(ctypes.c_long(ARCHES[machine].seccomp), ctypes.c_long(SECCOMP_SET_MODE_FILTER),
                         ctypes.c_long(SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(prog)) == 0
