@@ -140,14 +140,15 @@ EMPTY_FILES = ("python3 -c 'import os\nos.mkdir(\"junk\")\n"
 """Red-team D's A3: empty files as fast as one bash call makes them (no disk bytes: the disk limit never fired)."""
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(900)
 def test_millions_of_empty_files_are_stopped_and_refused(tmp_path: Path) -> None:
     import time
 
     env = _episode(tmp_path)
     try:
         root = env.unwrapped.workspace.root
-        obs, *_ = env.step(call("bash", command=EMPTY_FILES))
+        # sandboxes run at nice 19: on a busy host 57,000 files took 21 s, so the tool's own limit is far
+        obs, *_ = env.step(call("bash", command=EMPTY_FILES, timeout=600))
         assert "stopped: entries limit exceeded: the writable folders hold more than 50000 files" in obs, obs
         made = len(os.listdir(root / "junk"))
         assert 50_000 < made < 500_000, made

@@ -29,7 +29,9 @@ def test_cpu_of_threads_that_exited_stays_in_the_process_count() -> None:
     proc = subprocess.Popen([sys.executable, "-c", SPIN_THEN_EXIT], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "joined"
-        time.sleep(0.05)
+        until = time.monotonic() + 5  # join() returns before the OS thread left the kernel's task list
+        while os.listdir(f"/proc/{proc.pid}/task") != [str(proc.pid)] and time.monotonic() < until:
+            time.sleep(0.01)
         assert os.listdir(f"/proc/{proc.pid}/task") == [str(proc.pid)]  # only the main thread is alive
         helpers = helper_runtime_ns(proc.pid)
         assert helpers is not None
@@ -45,7 +47,12 @@ def test_children_of_every_thread_are_listed() -> None:
     try:
         assert parent.stdout is not None and parent.stdout.readline().strip() == "up"
         kids = children(parent.pid)
-        assert len(kids) == 1 and open(f"/proc/{kids[0]}/comm").read().strip() == "sleep"
+        assert len(kids) == 1
+        # Popen returns once the child began its exec, which renames it a moment later (python3 until then)
+        until = time.monotonic() + 5
+        while open(f"/proc/{kids[0]}/comm").read().strip() != "sleep" and time.monotonic() < until:
+            time.sleep(0.01)
+        assert open(f"/proc/{kids[0]}/comm").read().strip() == "sleep"
         assert _cpu_ticks("/proc/0/stat", children=True) is None  # unreadable: no reading, not zero
         assert helper_runtime_ns(2**22 + 1) is None and _process_runtime_ns(2**22 + 1) is None
         assert _thread_runtime_ns(0, 0) is None

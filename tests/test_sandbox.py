@@ -292,18 +292,19 @@ def test_fork_bomb_is_stopped(mode: str, box: Path) -> None:
         pytest.skip("root without a pids cgroup: RLIMIT_NPROC is not enforced for uid 0")
     marker = f"cudagymbomb{mode}"
     res = Sandbox([box], mode=mode).run(f"{marker}(){{ {marker}|{marker}& }}; {marker}; sleep 2", cwd=box,
-                                        limits=Limits(wall_s=1, processes=40))
+                                        limits=Limits(wall_s=10, processes=40))
     assert "process limit reached (40 processes and threads)" in res.reason, res.reason + res.output[-500:]
     assert survivors(marker) == []
     assert subprocess.run(["true"]).returncode == 0
 
 
 def test_infinite_loop_stops_at_cpu_limit(mode: str, box: Path) -> None:
+    """The CPU limit, not the wall limit, ends it. A sandbox runs at nice 19 (cpu.weight 1 where a cgroup can be
+    made): on a busy host its 1 s of CPU took 18.6 s of wall time, so the wall limit is far."""
     res = Sandbox([box], mode=mode).run(["python3", "-c", "while True: pass"], cwd=box,
-                                        limits=Limits(wall_s=20, cpu_s=1))
+                                        limits=Limits(wall_s=120, cpu_s=1))
     assert not res.timed_out
     assert res.reason == "killed at the 1 s CPU-time limit", (res.returncode, res.output)
-    assert res.seconds < 10
 
 
 def test_infinite_loop_stops_at_wall_limit(mode: str, box: Path) -> None:
