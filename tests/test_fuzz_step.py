@@ -162,6 +162,23 @@ def test_millions_of_empty_files_are_stopped_and_refused(tmp_path: Path) -> None
     assert not root.exists()
 
 
+def test_folders_too_deep_to_measure_are_stopped_and_refused(tmp_path: Path) -> None:
+    """A tree no walk sees whole counts as over every bound (red team 10, F1: below a 5 KiB path, 60,000 files
+    passed the bash tool's 50,000-entry budget); once removed, the tools work again."""
+    env = _episode(tmp_path)
+    try:
+        obs, *_ = env.step(call("bash", command="mkdir -p " + "d/" * 80))
+        assert "could not be measured (folders nested deeper than 64)" in obs, obs
+        obs, _, _, _, info = env.step(call("compile"))
+        assert obs.startswith("Error: the workspace could not be read whole (folders nested deeper than 64)") \
+            and not info["tool_ok"], obs
+        env.step(call("bash", command="rm -r d"))
+        obs, _, _, _, info = env.step(call("compile"))
+        assert info["tool_ok"], obs
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize("last", [call("submit"), call("glob", pattern="*")], ids=["submit", "turn-limit"])
 def test_a_failing_judge_raises_judge_error_on_submit_and_at_the_turn_limit(tmp_path: Path, last: str) -> None:
     """Not the agent's doing (a judge cache folder that cannot be made): JudgeError at both final judgements

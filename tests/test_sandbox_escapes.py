@@ -337,6 +337,48 @@ def test_workspace_entries_bound_is_reported(mode: str, box: Path) -> None:
     assert res.ok and os.listdir(box) == [], (res, len(os.listdir(box)))
 
 
+DEEP = "n=$(printf 'd%.0s' $(seq 250)); for i in $(seq 20); do mkdir $n; cd $n; done; "
+"""Into a folder whose path is 5 KiB long: a walk by path names (ENAMETOOLONG) saw nothing below it."""
+
+
+def test_what_lies_below_a_path_longer_than_path_max_counts(mode: str, box: Path) -> None:
+    """Red team 10, F1: 300 MiB and 5,000 files below a 5 KiB path passed a 64 MiB and 1,000-entry limit."""
+    sb = Sandbox([box], mode=mode)
+    res = sb.run(DEEP + "head -c 48M /dev/zero > big; sleep 20", cwd=box, limits=Limits(disk_bytes=16 * 2**20, wall_s=60))
+    assert res.reason == ("disk limit exceeded: the writable files hold more than 16 MiB (the command was stopped); "
+                          "delete some"), res.reason + res.output
+    assert sb.run("rm -r ./*", cwd=box).ok
+    res = sb.run(DEEP + "seq 3000 | xargs touch; sleep 20", cwd=box, limits=Limits(entries=1000, wall_s=60))
+    assert res.reason.startswith("entries limit exceeded: the writable folders hold more than 1000 files"), res.reason
+    assert sb.run("rm -r ./*", cwd=box).ok
+
+
+def test_a_deleted_file_held_open_counts_on_the_disk(mode: str, box: Path) -> None:
+    """Red team 10, F1: a file deleted but held open is in no folder: 300 MiB passed a 64 MiB limit. The
+    sandbox counts what its processes hold, open or mapped, on the writable paths' file systems."""
+    sb = Sandbox([box], mode=mode)
+    hide = "exec 3>hidden; rm hidden; head -c {}M /dev/zero >&3; sleep {}"
+    res = sb.run(hide.format(48, 20), cwd=box, limits=Limits(disk_bytes=16 * 2**20, wall_s=60))
+    assert res.reason == ("disk limit exceeded: the writable files hold more than 16 MiB (the command was stopped); "
+                          "delete some"), res.reason + res.output
+    mapped = ("python3 -c 'import mmap, os, time; f = open(\"hidden\", \"wb+\"); f.truncate(48 << 20); "
+              "m = mmap.mmap(f.fileno(), 48 << 20); m[:] = bytes(48 << 20); f.close(); os.unlink(\"hidden\"); "
+              "time.sleep(20)'")
+    res = sb.run(mapped, cwd=box, limits=Limits(disk_bytes=16 * 2**20, wall_s=60))
+    assert "disk limit exceeded" in res.reason and "stopped" in res.reason, res.reason + res.output
+    # Control: what fits stays.
+    res = sb.run(hide.format(8, 2), cwd=box, limits=Limits(disk_bytes=16 * 2**20, wall_s=60))
+    assert res.ok and res.reason == "", res.reason
+
+
+def test_folders_too_deep_to_measure_stop_the_command(mode: str, box: Path) -> None:
+    res = Sandbox([box], mode=mode).run("mkdir -p " + "d/" * 80 + "; sleep 20", cwd=box,
+                                        limits=Limits(entries=1000, wall_s=60))
+    assert res.reason.startswith("the writable folders could not be measured (folders nested deeper than 64) (the "
+                                 "command was stopped)"), res.reason
+    assert not res.timed_out
+
+
 def test_no_isolating_mode_refuses_unless_opted_out(tmp_path: Path) -> None:
     """Without bwrap and unshare on PATH, agent code does not silently run with limits only."""
     code = textwrap.dedent("""

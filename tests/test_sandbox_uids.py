@@ -286,10 +286,12 @@ def test_trees_of_any_depth_and_path_length_are_handed_over(tmp_path: Path) -> N
     long = "x" * 200
     make = (f"set -e; for i in $(seq 1100); do mkdir d; cd d; done; for i in $(seq 25); do mkdir {long}; cd {long}; "
             "done; touch end; echo made")
-    made = Sandbox([tmp_path]).run(make, cwd=tmp_path, limits=Limits(wall_s=120))
+    # Without disk and entries limits: a tree deeper than 64 folders is over them (cuda_gym.trees.MAX_DEPTH)
+    unmeasured = Limits(wall_s=120, disk_bytes=None, entries=None)
+    made = Sandbox([tmp_path]).run(make, cwd=tmp_path, limits=unmeasured)
     assert made.ok and "made" in made.output, made.output
     again = Sandbox([tmp_path]).run("find d -name end | wc -l; rm -rf d && echo gone", cwd=tmp_path,
-                                    limits=Limits(wall_s=120))
+                                    limits=unmeasured)
     assert again.ok and again.output.split() == ["1", "gone"], again.output
     assert not (tmp_path / "d").exists()
 

@@ -1,20 +1,28 @@
-"""``remove_tree``: folders that untrusted code wrote go whatever they hold, and nothing outside them."""
+"""``remove_tree``: folders that untrusted code wrote go whatever they hold, and nothing outside them;
+``walk_tree``: what they hold is seen whole, or the walk says it cannot be."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from cuda_gym.trees import remove_tree
+import pytest
+
+from cuda_gym.trees import MAX_DEPTH, TreeUnwalkable, remove_tree, walk_tree
 
 
-def _chain(root: Path, depth: int) -> None:
+def _chain(root: Path, depth: int, name: str = "d", files: int = 0) -> None:
+    """``depth`` nested folders named ``name`` under ``root``, ``files`` files of 4 KiB in the last."""
     fd = os.open(root, os.O_RDONLY)
     for _ in range(depth):
-        os.mkdir("d", dir_fd=fd)
-        nfd = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.mkdir(name, dir_fd=fd)
+        nfd = os.open(name, os.O_RDONLY, dir_fd=fd)
         os.close(fd)
         fd = nfd
+    for i in range(files):
+        f = os.open(f"f{i}", os.O_CREAT | os.O_WRONLY, dir_fd=fd)
+        os.write(f, b"x" * 4096)
+        os.close(f)
     os.close(fd)
 
 
@@ -48,3 +56,23 @@ def test_locked_folders_and_missing_paths(tmp_path: Path) -> None:
     (root / "a").chmod(0o500)
     assert remove_tree(root) and not root.exists()
     assert remove_tree(tmp_path / "never_there")
+
+
+def test_a_walk_sees_what_lies_below_a_path_longer_than_path_max(tmp_path: Path) -> None:
+    """20 folders of 250 characters (a 5 KiB path) hid 300 MiB and 5,000 files from a walk by path names: the
+    sandbox's disk and entries limits never fired (red team 10, F1)."""
+    _chain(tmp_path, 20, "n" * 250, files=30)
+    seen = list(walk_tree(tmp_path))
+    assert len(seen) == 50 and max(len(e.rel) for e in seen) > 5000
+    assert sum(e.stat.st_size for e in seen if e.parts[-1].startswith("f")) == 30 * 4096
+    (tmp_path / "link").symlink_to("/etc")
+    assert [e.rel for e in walk_tree(tmp_path) if e.parts[0] == "link"] == ["link"]  # not followed
+
+
+def test_a_tree_too_deep_to_walk_says_so(tmp_path: Path) -> None:
+    _chain(tmp_path, MAX_DEPTH)
+    assert len(list(walk_tree(tmp_path))) == MAX_DEPTH
+    _chain(tmp_path / ("d/" * (MAX_DEPTH - 1)) / "d", 1)
+    with pytest.raises(TreeUnwalkable, match=f"deeper than {MAX_DEPTH}"):
+        list(walk_tree(tmp_path))
+    assert list(walk_tree(tmp_path / "missing")) == [] and list(walk_tree(tmp_path / "d" / "d" / "f")) == []

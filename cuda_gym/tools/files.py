@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cuda_gym.errors import ToolError
+from cuda_gym.trees import MAX_DEPTH, TreeUnwalkable, walk_tree
 from cuda_gym.workspace import NOFOLLOW_READ
 
 logger = logging.getLogger(__name__)
@@ -250,25 +251,19 @@ def regular_size(path: Path) -> int:
 
 
 def workspace_usage(root: Path, max_entries: int) -> tuple[int, int] | None:
-    """``(bytes of regular files, entries)`` under ``root``, links not followed; ``None`` past ``max_entries``."""
+    """``(bytes of regular files, entries)`` under ``root``, links not followed (:func:`~cuda_gym.trees.walk_tree`);
+    ``None`` past ``max_entries`` or for a tree that cannot be walked whole (deeper than
+    :data:`~cuda_gym.trees.MAX_DEPTH` folders, or unreadable)."""
     total = entries = 0
-    stack = [str(root)]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as it:
-                for entry in it:
-                    entries += 1
-                    if entries > max_entries:
-                        return None
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append(entry.path)
-                        elif entry.is_file(follow_symlinks=False):
-                            total += entry.stat(follow_symlinks=False).st_size
-                    except OSError:
-                        continue
-        except OSError:
-            continue
+    try:
+        for entry in walk_tree(root):
+            entries += 1
+            if entries > max_entries:
+                return None
+            if stat.S_ISREG(entry.stat.st_mode):
+                total += entry.stat.st_size
+    except TreeUnwalkable:
+        return None
     return total, entries
 
 
@@ -282,7 +277,8 @@ def _check_budget(ws: WorkspaceLike, target: Path, rel: str, new_size: int, budg
     usage = workspace_usage(Path(ws.root), budgets.workspace_entries)
     if usage is None:
         raise ToolError(
-            f"the workspace holds more than {budgets.workspace_entries} files and folders; delete what you "
+            f"the workspace holds more than {budgets.workspace_entries} files and folders (or folders nested deeper "
+            f"than {MAX_DEPTH}); delete what you "
             "do not need (bash rm -r) before writing; nothing was written"
         )
     after = usage[0] - regular_size(target) + new_size

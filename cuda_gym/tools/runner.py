@@ -18,6 +18,7 @@ from cuda_gym.tools import files, search
 from cuda_gym.tools.files import DEFAULT_BUDGETS, ToolBudgets, with_read_chars
 from cuda_gym.tools.protocol import ParseError, ToolCall, parse_action
 from cuda_gym.tools.render import render_profile, render_submit, render_verify
+from cuda_gym.trees import TreeUnwalkable, walk_tree
 
 logger = logging.getLogger(__name__)
 
@@ -216,32 +217,20 @@ class ToolRunner:
         limit = self.budgets.workspace_entries
         state: list[tuple[str, int, int]] = []
         count = 0
-        stack: list[tuple[str, bool]] = [(root, False)]
-        while stack:
-            folder, in_cache = stack.pop()
-            entries = []
-            try:
-                with os.scandir(folder) as it:
-                    for entry in it:  # counted as they come: a folder of millions is never listed whole
-                        count += 1
-                        if count > limit:
-                            raise WorkspaceRefusedError(
-                                f"the workspace holds more than {limit} files, folders and links; nothing was "
-                                "built or judged. Delete what you do not need (bash: rm -r DIR) and call the tool again")
-                        entries.append(entry)
-            except OSError:
-                continue
-            for entry in entries:
-                rel = os.path.relpath(entry.path, root)
-                _check_name(rel)
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append((entry.path, in_cache or entry.name == "__pycache__"))
-                elif not in_cache:
-                    state.append((rel, st.st_size, st.st_mtime_ns))
+        try:
+            for entry in walk_tree(root):  # counted as they come: a folder of millions is never listed whole
+                count += 1
+                if count > limit:
+                    raise WorkspaceRefusedError(
+                        f"the workspace holds more than {limit} files, folders and links; nothing was "
+                        "built or judged. Delete what you do not need (bash: rm -r DIR) and call the tool again")
+                _check_name(entry.rel)
+                if not stat.S_ISDIR(entry.stat.st_mode) and "__pycache__" not in entry.parts[:-1]:
+                    state.append((entry.rel, entry.stat.st_size, entry.stat.st_mtime_ns))
+        except TreeUnwalkable as exc:
+            raise WorkspaceRefusedError(
+                f"the workspace could not be read whole ({exc}); nothing was built or judged. Delete what you do "
+                "not need (bash: rm -r DIR) and call the tool again") from exc
         return tuple(sorted(state))
 
     def _build(self, state: tuple | None = None) -> Any:
