@@ -226,6 +226,39 @@ def test_a_sandboxed_command_makes_no_namespaces(mode: str, box: Path) -> None:
         assert res.ok and res.output.strip() == NAMESPACES_REFUSED, (own, res.output, res.reason)
 
 
+HOLD_MEMFDS = """
+import os, time
+chunk = b"x" * (8 << 20)
+fds = [os.memfd_create("held") for _ in range({count})]
+for fd in fds:
+    os.write(fd, chunk)  # never mapped: in no process's size
+print("HELD", flush=True)
+time.sleep({nap})
+"""
+
+
+def test_shared_memory_outside_every_process_counts_without_a_cgroup(mode: str, box: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no memory cgroup can be made (the lent GPU image), memory in memfds no process maps and in the private
+    tmpfs mounts counts too: a sandbox held 1 GiB in memfds under a 256 MiB limit, and the kernel's out-of-memory
+    killer took another evaluation's sandbox (red team 10, F2). The host here has cgroups: their probe is made to
+    find none."""
+    from cuda_gym import sandbox as sandbox_module
+
+    real = sandbox_module._cgroup_parent
+    monkeypatch.setattr(sandbox_module, "_cgroup_parent", lambda c: None if c == "memory" else real(c))
+    limits = Limits(memory_bytes=256 * 2**20, wall_s=60)
+    stopped = ("memory limit of 256 MiB exceeded by the command's processes together (the sandbox stopped them)")
+    sb = Sandbox([box], mode=mode)
+    res = sb.run(["python3", "-c", HOLD_MEMFDS.format(count=48, nap=20)], cwd=box, limits=limits)
+    assert res.reason == stopped and res.seconds < 15, (res.reason, res.output)
+    res = sb.run("head -c 384M /dev/zero > /dev/shm/held; echo HELD; sleep 20", cwd=box, limits=limits)
+    assert res.reason == stopped and res.seconds < 15, (res.reason, res.output)
+    # Control: what fits stays.
+    res = sb.run(["python3", "-c", HOLD_MEMFDS.format(count=8, nap=2)], cwd=box, limits=limits)
+    assert res.ok and res.output.strip() == "HELD", (res.reason, res.output)
+
+
 def test_fork_bomb_stopped_without_a_pids_cgroup(mode: str, box: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Root without a pids cgroup (the lent GPU image): RLIMIT_NPROC does not hold for uid 0, the sandbox's
     task count does. The host here has cgroups: their probe is made to find none."""
