@@ -46,6 +46,12 @@ class SnapshotError(BuildError):
     """The workspace holds more source bytes or files than a build copies: remove generated or data files."""
 
 
+class TreeUnwalkable(CudaGymError):
+    """A folder that untrusted code wrote could not be walked whole (``cuda_gym.trees.walk_tree``): an entry
+    deeper than ``MAX_DEPTH`` folders, or a part that could not be read. What it holds is unknown, so a caller
+    treats it as over every bound."""
+
+
 class UnreadableFileError(CudaGymError, OSError):
     """A path that is not a regular file (a link, FIFO, device) or is too large, and so is never read."""
 

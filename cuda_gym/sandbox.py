@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from cuda_gym.errors import SandboxError
+from cuda_gym.errors import SandboxError, TreeUnwalkable
 from cuda_gym.host import find_cuda_home
 from cuda_gym.job_thread import job_thread
 from cuda_gym.process_stop import continue_tree, stop_tree
@@ -43,7 +43,7 @@ from cuda_gym.sandbox_uids import (
     separation_available,
 )
 from cuda_gym.seccomp_bpf import sandbox_filter
-from cuda_gym.trees import TreeUnwalkable, remove_tree, walk_tree
+from cuda_gym.trees import remove_tree, walk_tree
 
 logger = logging.getLogger(__name__)
 

@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_gym.errors import TreeUnwalkable
+
 log = logging.getLogger(__name__)
 
 _RM = shutil.which("rm") or ""
@@ -70,11 +72,6 @@ def remove_tree(path: str | os.PathLike[str]) -> bool:
 MAX_DEPTH = 64
 """How deep :func:`walk_tree` follows folders: a tree with an entry below 64 folders is refused as a whole
 (one descriptor pair per level stays open while a level is walked)."""
-
-
-class TreeUnwalkable(Exception):
-    """A tree that could not be walked whole: an entry deeper than :data:`MAX_DEPTH` folders, or a part that
-    could not be read. What it holds is unknown, so a caller treats it as over every bound."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_gym.trees import MAX_DEPTH, TreeUnwalkable, remove_tree, walk_tree
+from cuda_gym.errors import TreeUnwalkable
+from cuda_gym.trees import MAX_DEPTH, remove_tree, walk_tree
 
 
 def _chain(root: Path, depth: int, name: str = "d", files: int = 0) -> None:

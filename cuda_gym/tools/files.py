@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from cuda_gym.errors import ToolError
-from cuda_gym.trees import MAX_DEPTH, TreeUnwalkable, walk_tree
+from cuda_gym.errors import ToolError, TreeUnwalkable
+from cuda_gym.trees import MAX_DEPTH, walk_tree
 from cuda_gym.workspace import NOFOLLOW_READ
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from cuda_gym.errors import CudaGymError, ToolError, WorkspaceRefusedError
+from cuda_gym.errors import CudaGymError, ToolError, TreeUnwalkable, WorkspaceRefusedError
 from cuda_gym.judge.result import JudgeResult
 from cuda_gym.reward import TerminalReward
 from cuda_gym.text import clean_output, to_printable
@@ -18,7 +18,7 @@ from cuda_gym.tools import files, search
 from cuda_gym.tools.files import DEFAULT_BUDGETS, ToolBudgets, with_read_chars
 from cuda_gym.tools.protocol import ParseError, ToolCall, parse_action
 from cuda_gym.tools.render import render_profile, render_submit, render_verify
-from cuda_gym.trees import TreeUnwalkable, walk_tree
+from cuda_gym.trees import walk_tree
 
 logger = logging.getLogger(__name__)
 
